@@ -1,0 +1,34 @@
+"""Template: replace the scenario, keep the four names."""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from exercises.catalog import model
+from exercises.spec import Mistake, Quantity
+
+CANONICAL: dict[str, Any] = {"model": "Llama-3.1-70B", "bytes_per_param": 2}
+
+
+def generate(rng: random.Random) -> dict[str, Any]:
+    return {"model": rng.choice(["Llama-3.1-8B", "Llama-3.1-70B"]),
+            "bytes_per_param": rng.choice([1, 2])}
+
+
+def solve(p: dict[str, Any]) -> dict[str, Any]:
+    weight_bytes = model(p["model"]).params * p["bytes_per_param"]
+    return {
+        "bytes_per_token": Quantity(weight_bytes / 1e9, "GB"),
+        "why": "Each step reads every weight once and does about 2 FLOPs per weight.",
+        "weight_bytes": weight_bytes,
+    }
+
+
+def mistakes(p: dict[str, Any]) -> list[Mistake]:
+    gb = solve(p)["bytes_per_token"].value
+    return [
+        Mistake("bytes_per_token", gb / p["bytes_per_param"], "You counted parameters, not bytes.",
+                "params_not_bytes"),
+        Mistake("bytes_per_token", gb * 1e9 / 2**30, "That is GiB; the part asks for GB (10^9 B).",
+                "gib"),
+    ]

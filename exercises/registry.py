@@ -1,0 +1,278 @@
+"""Finds exercise folders and turns each into an `ExerciseSpec`.
+
+An exercise is any folder under `exercises/` that holds an `exercise.toml`. A bad file fails
+loading with a message naming the file and the field, so an author sees exactly what to fix.
+"""
+from __future__ import annotations
+
+import importlib
+import random
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from exercises.spec import (
+    PART_TYPES,
+    ExerciseSpec,
+    Mistake,
+    Option,
+    PartSpec,
+    Quantity,
+    SelftestCase,
+)
+
+EXERCISES_DIR = Path(__file__).resolve().parent
+SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+PART_ID_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+DIFFICULTIES = ("easy", "medium", "hard")
+REQUIRED_FUNCS = ("generate", "solve", "mistakes")
+
+
+class ExerciseError(ValueError):
+    """An exercise folder is malformed; the message names the file and the field."""
+
+
+def _where(path: Path, field: str) -> str:
+    try:
+        rel = path.relative_to(EXERCISES_DIR.parent)
+    except ValueError:
+        rel = path
+    return f"{rel}: {field}"
+
+
+def _req(data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path,
+         field: str | None = None) -> Any:
+    field = field or key
+    if key not in data:
+        raise ExerciseError(f"{_where(path, field)}: missing")
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ExerciseError(f"{_where(path, field)}: expected {name}, got {value!r}")
+    return value
+
+
+def _opt(data: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any,
+         path: Path, field: str) -> Any:
+    if key not in data:
+        return default
+    return _req(data, key, kind, path, field)
+
+
+_PART_KEYS = {
+    "id", "type", "prompt", "points", "tolerance", "abs_tolerance", "unit", "symbols", "options",
+    "multi", "key_points", "language", "time_limit_s", "tolerance_reason",
+}
+
+
+def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
+    f = f"parts[{index}]"
+    if not isinstance(raw, dict):
+        raise ExerciseError(f"{_where(path, f)}: expected a table")
+    unknown = set(raw) - _PART_KEYS
+    if unknown:
+        raise ExerciseError(f"{_where(path, f + '.' + sorted(unknown)[0])}: unknown field")
+    pid = _req(raw, "id", str, path, f + ".id")
+    if not PART_ID_RE.match(pid):
+        raise ExerciseError(f"{_where(path, f + '.id')}: {pid!r} must match {PART_ID_RE.pattern}")
+    ptype = _req(raw, "type", str, path, f + ".type")
+    if ptype not in PART_TYPES:
+        raise ExerciseError(
+            f"{_where(path, f + '.type')}: unknown type {ptype!r} (one of {', '.join(PART_TYPES)})"
+        )
+    options: list[Option] = []
+    for j, o in enumerate(_opt(raw, "options", list, [], path, f + ".options")):
+        of = f"{f}.options[{j}]"
+        if not isinstance(o, dict):
+            raise ExerciseError(f"{_where(path, of)}: expected {{ id = ..., label = ... }}")
+        options.append(Option(_req(o, "id", str, path, of + ".id"),
+                              _req(o, "label", str, path, of + ".label")))
+    if ptype in ("choice", "ranking") and len(options) < 2:
+        raise ExerciseError(f"{_where(path, f + '.options')}: a {ptype} part needs 2+ options")
+    if len({o.id for o in options}) != len(options):
+        raise ExerciseError(f"{_where(path, f + '.options')}: option ids must be unique")
+    tolerance = float(_opt(raw, "tolerance", (int, float), 0.02, path, f + ".tolerance"))
+    if tolerance < 0 or tolerance >= 1:
+        raise ExerciseError(f"{_where(path, f + '.tolerance')}: must be in [0, 1)")
+    reason = _opt(raw, "tolerance_reason", str, "", path, f + ".tolerance_reason")
+    if ptype == "number" and tolerance != 0.02 and not reason:
+        raise ExerciseError(
+            f"{_where(path, f + '.tolerance_reason')}: say why the tolerance is not the default 2 %"
+        )
+    symbols = tuple(_opt(raw, "symbols", list, [], path, f + ".symbols"))
+    if ptype == "expression" and not symbols:
+        raise ExerciseError(f"{_where(path, f + '.symbols')}: an expression part needs symbols")
+    return PartSpec(
+        id=pid,
+        type=ptype,  # type: ignore[arg-type]
+        prompt=_req(raw, "prompt", str, path, f + ".prompt"),
+        points=float(_opt(raw, "points", (int, float), 1.0, path, f + ".points")),
+        tolerance=tolerance,
+        abs_tolerance=float(_opt(raw, "abs_tolerance", (int, float), 0.0, path,
+                                 f + ".abs_tolerance")),
+        unit=_opt(raw, "unit", str, "", path, f + ".unit"),
+        symbols=tuple(str(s) for s in symbols),
+        options=tuple(options),
+        multi=_opt(raw, "multi", bool, False, path, f + ".multi"),
+        key_points=tuple(_opt(raw, "key_points", list, [], path, f + ".key_points")),
+        language=_opt(raw, "language", str, "python", path, f + ".language"),
+        time_limit_s=float(_opt(raw, "time_limit_s", (int, float), 10.0, path,
+                                f + ".time_limit_s")),
+        tolerance_reason=reason,
+    )
+
+
+def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
+    if not path.exists():
+        return ()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ExerciseError(f"{_where(path, 'syntax')}: {exc}") from exc
+    cases = []
+    for i, raw in enumerate(data.get("case", [])):
+        f = f"case[{i}]"
+        invalid = bool(raw.get("invalid", False))
+        score = raw.get("score")
+        if not invalid and not isinstance(score, (int, float)):
+            raise ExerciseError(f"{_where(path, f + '.score')}: a number (or invalid = true)")
+        answer, file = raw.get("answer", ""), raw.get("file", "")
+        if not answer and not file:
+            raise ExerciseError(f"{_where(path, f + '.answer')}: give `answer` or `file`")
+        cases.append(SelftestCase(
+            part=_req(raw, "part", str, path, f + ".part"),
+            answer=str(answer),
+            score=None if score is None else float(score),
+            invalid=invalid,
+            feedback=str(raw.get("feedback", "")),
+            variant=str(raw.get("variant", "canonical")),
+            file=str(file),
+        ))
+    return tuple(cases)
+
+
+def load(folder: Path) -> ExerciseSpec:
+    """Load one exercise folder; raises ExerciseError naming the file and field on any problem."""
+    slug = folder.name
+    toml_path = folder / "exercise.toml"
+    if not SLUG_RE.match(slug):
+        raise ExerciseError(f"{_where(folder, 'folder name')}: {slug!r} must match {SLUG_RE.pattern}")
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ExerciseError(f"{_where(toml_path, 'syntax')}: {exc}") from exc
+    title = _req(data, "title", str, toml_path)
+    topic = _req(data, "topic", str, toml_path)
+    minutes = int(_opt(data, "minutes", int, 20, toml_path, "minutes"))
+    summary = _opt(data, "summary", str, "", toml_path, "summary")
+    seed = _req(data, "seed", str, toml_path)
+    if not re.fullmatch(r"Q(0[1-9]|[1-4][0-9])", seed):
+        raise ExerciseError(f"{_where(toml_path, 'seed')}: {seed!r} is not Q01..Q49")
+    difficulty = _opt(data, "difficulty", str, "medium", toml_path, "difficulty")
+    if difficulty not in DIFFICULTIES:
+        raise ExerciseError(f"{_where(toml_path, 'difficulty')}: one of {', '.join(DIFFICULTIES)}")
+    raw_parts = _req(data, "parts", list, toml_path)
+    parts = tuple(_parse_part(p, i, toml_path) for i, p in enumerate(raw_parts))
+    if not parts:
+        raise ExerciseError(f"{_where(toml_path, 'parts')}: at least one part")
+    ids = [p.id for p in parts]
+    if len(set(ids)) != len(ids):
+        raise ExerciseError(f"{_where(toml_path, 'parts')}: duplicate part id")
+    for name in ("statement.md", "solution.md", "exercise.py"):
+        if not (folder / name).exists():
+            raise ExerciseError(f"{_where(folder / name, 'file')}: missing")
+    if any(p.type == "code" for p in parts):
+        for name in ("starter.py", "reference.py", "driver.py", "checks.py"):
+            if not (folder / "code" / name).exists():
+                raise ExerciseError(f"{_where(folder / 'code' / name, 'file')}: missing")
+    module = importlib.import_module(f"exercises.{slug}.exercise")
+    exercise_py = folder / "exercise.py"
+    if not isinstance(getattr(module, "CANONICAL", None), dict):
+        raise ExerciseError(f"{_where(exercise_py, 'CANONICAL')}: must be a dict")
+    for fn in REQUIRED_FUNCS:
+        if not callable(getattr(module, fn, None)):
+            raise ExerciseError(f"{_where(exercise_py, fn)}: function missing")
+    return ExerciseSpec(
+        slug=slug,
+        title=title,
+        seed=seed,
+        topic=topic,
+        difficulty=difficulty,
+        minutes=minutes,
+        summary=summary,
+        parts=parts,
+        path=folder,
+        module=module,
+        selftest=_parse_selftest(folder / "selftest.toml"),
+    )
+
+
+def exercise_folders(root: Path = EXERCISES_DIR) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/exercise.toml") if not p.parent.name.startswith("_"))
+
+
+@cache
+def load_all() -> dict[str, ExerciseSpec]:
+    """Every exercise, by slug. Cached: exercise folders do not change while a process runs."""
+    return {spec.slug: spec for spec in (load(f) for f in exercise_folders())}
+
+
+def get(slug: str) -> ExerciseSpec:
+    try:
+        return load_all()[slug]
+    except KeyError:
+        raise KeyError(f"no exercise {slug!r}") from None
+
+
+# --- variants -------------------------------------------------------------------------------
+
+CANONICAL_VARIANT = "canonical"
+
+
+def parse_variant(text: str | int) -> str | int:
+    """`canonical` or a non-negative integer seed."""
+    if isinstance(text, int) or str(text).isdigit():
+        n = int(text)
+        if n < 0 or n > 2**31:
+            raise ValueError("a variant number is between 0 and 2^31")
+        return n
+    if text == CANONICAL_VARIANT:
+        return CANONICAL_VARIANT
+    raise ValueError(f"variant must be 'canonical' or a number, not {text!r}")
+
+
+def params_for(spec: ExerciseSpec, variant: str | int) -> dict[str, Any]:
+    v = parse_variant(variant)
+    if v == CANONICAL_VARIANT:
+        return dict(spec.module.CANONICAL)
+    return dict(spec.module.generate(random.Random(int(v))))
+
+
+def solve(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Any]:
+    solution = spec.module.solve(dict(params))
+    missing = [p.id for p in spec.parts if p.id not in solution]
+    if missing:
+        raise ExerciseError(f"{spec.slug}: solve() gives no answer for {', '.join(missing)}")
+    return solution
+
+
+def mistakes(spec: ExerciseSpec, params: dict[str, Any], part_id: str | None = None
+             ) -> tuple[Mistake, ...]:
+    found = tuple(spec.module.mistakes(dict(params)))
+    return tuple(m for m in found if part_id is None or m.part == part_id)
+
+
+def answer_json(value: Any) -> Any:
+    """A reference answer as JSON: numbers become {"value", "unit"}."""
+    if isinstance(value, Quantity):
+        return value.as_json()
+    if isinstance(value, (list, tuple)):
+        return [answer_json(v) for v in value]
+    return value
+
+
+def intermediates(spec: ExerciseSpec, solution: dict[str, Any]) -> dict[str, Any]:
+    part_ids = {p.id for p in spec.parts}
+    return {k: answer_json(v) for k, v in solution.items() if k not in part_ids}

@@ -1,0 +1,132 @@
+"""Typed shape of an exercise folder (DESIGN.md §2).
+
+An exercise is `exercises/<slug>/` with `exercise.toml` (metadata and parts), `statement.md`,
+`solution.md`, `exercise.py` (CANONICAL, generate, solve, mistakes), `selftest.toml` and, for code
+parts, `code/`. These dataclasses are what `registry.load()` turns that folder into; nothing here
+imports Django so graders, the command line and tests share one definition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+PartType = Literal["number", "expression", "choice", "ranking", "text", "code", "kernel"]
+PART_TYPES: tuple[str, ...] = ("number", "expression", "choice", "ranking", "text", "code", "kernel")
+
+# Part types graded in the request (cheap, pure); the rest go through Celery.
+INLINE_TYPES: frozenset[str] = frozenset({"number", "choice", "ranking", "text"})
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a `choice` or `ranking` part."""
+
+    id: str
+    label: str
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """One graded part, as declared in `[[parts]]` of exercise.toml."""
+
+    id: str
+    type: PartType
+    prompt: str
+    points: float = 1.0
+    # number: relative tolerance (0.02 = 2 %); 0 means exact. Also used as `abs_tolerance` floor.
+    tolerance: float = 0.02
+    abs_tolerance: float = 0.0
+    unit: str = ""
+    # expression: the names a formula may use (e.g. ["S", "T", "rho"]).
+    symbols: tuple[str, ...] = ()
+    # choice / ranking
+    options: tuple[Option, ...] = ()
+    multi: bool = False
+    # text: the key points shown after submitting (instructors grade on them)
+    key_points: tuple[str, ...] = ()
+    # code / kernel
+    language: str = "python"
+    weight_checks: bool = True
+    time_limit_s: float = 10.0
+    # Why the tolerance is not the default, shown to authors and reviewers.
+    tolerance_reason: str = ""
+
+    @property
+    def graded_inline(self) -> bool:
+        return self.type in INLINE_TYPES
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number with its unit, the reference answer of a `number` part."""
+
+    value: float
+    unit: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"value": float(self.value), "unit": self.unit}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong answer for one part and the feedback it earns.
+
+    `answer` is in the part's own form: a float in the part's unit for `number`, a formula string
+    for `expression`, an option id (or list of ids) for `choice`/`ranking`.
+    """
+
+    part: str
+    answer: Any
+    feedback: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class SelftestCase:
+    """One line of selftest.toml: an answer and what it must earn."""
+
+    part: str
+    answer: str
+    score: float | None = None  # expected score (None when `invalid`)
+    invalid: bool = False
+    feedback: str = ""  # a substring the feedback must contain
+    variant: str = "canonical"
+    file: str = ""  # a code file relative to the exercise folder (code parts)
+    tolerance: float = 1e-9  # how close the score must be
+
+
+@dataclass(frozen=True)
+class ExerciseSpec:
+    """A loaded exercise folder."""
+
+    slug: str
+    title: str
+    seed: str
+    topic: str
+    difficulty: str
+    minutes: int
+    summary: str
+    parts: tuple[PartSpec, ...]
+    path: Path
+    module: ModuleType = field(repr=False, compare=False)
+    selftest: tuple[SelftestCase, ...] = ()
+
+    def part(self, part_id: str) -> PartSpec:
+        for p in self.parts:
+            if p.id == part_id:
+                return p
+        raise KeyError(f"{self.slug} has no part {part_id!r}")
+
+    @property
+    def code_dir(self) -> Path:
+        return self.path / "code"
+
+    @property
+    def statement_template(self) -> str:
+        return (self.path / "statement.md").read_text(encoding="utf-8")
+
+    @property
+    def solution_template(self) -> str:
+        return (self.path / "solution.md").read_text(encoding="utf-8")

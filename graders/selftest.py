@@ -1,0 +1,149 @@
+"""Every exercise proves itself: its reference scores 1, its known mistakes get their feedback,
+its listed cases score what they say, its templates render, and its code mutants are rejected.
+
+Shared by `manage.py selftest` and `tests/test_every_exercise.py`; no Django.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import graders
+from exercises import registry, templating
+from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
+from graders.base import InvalidAnswer
+
+GENERATED_VARIANTS = (1, 2, 3)
+
+
+@dataclass
+class Report:
+    slug: str
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def check(self, ok: bool, what: str) -> None:
+        (self.passed if ok else self.failed).append(what)
+
+
+def answer_text(part: PartSpec, answer: Any) -> str:
+    """How a student would type a reference or mistake answer for this part."""
+    if isinstance(answer, Quantity):
+        return f"{answer.value:.12g} {answer.unit}".strip()
+    if part.type == "number":
+        return f"{float(answer):.12g} {part.unit}".strip()
+    if part.type == "ranking":
+        return " > ".join(answer)
+    if isinstance(answer, (list, tuple)):
+        return ", ".join(answer)
+    return str(answer)
+
+
+def _reference_text(spec: ExerciseSpec, part: PartSpec, answer: Any) -> str:
+    if part.type == "code":
+        return (spec.path / str(answer)).read_text(encoding="utf-8")
+    return answer_text(part, answer)
+
+
+def _variants() -> Iterator[str | int]:
+    yield registry.CANONICAL_VARIANT
+    yield from GENERATED_VARIANTS
+
+
+def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any]
+           ) -> tuple[float | None, str, str]:
+    """(score, verdict, feedback); score None when the input was rejected as invalid."""
+    try:
+        r = graders.grade_answer(spec, part_id, text, params, seed=12345)
+    except InvalidAnswer as exc:
+        return None, "invalid", str(exc)
+    return r.score, r.verdict, r.feedback
+
+
+def run(spec: ExerciseSpec, *, code: bool = True) -> Report:
+    """Run every check for one exercise. `code=False` skips sandboxed code parts (fast mode)."""
+    rep = Report(spec.slug)
+    for variant in _variants():
+        params = registry.params_for(spec, variant)
+        solution = registry.solve(spec, params)
+        for name, text in (("statement.md", spec.statement_template),
+                           ("solution.md", spec.solution_template)):
+            try:
+                templating.render(text, params, solution, name)
+                rep.check(True, f"{variant}: {name} renders")
+            except templating.TemplateError as exc:
+                rep.check(False, f"{variant}: {exc}")
+        for part in spec.parts:
+            if part.type == "code" and (not code or variant != registry.CANONICAL_VARIANT):
+                continue  # the sandbox runs once per code part, on the canonical variant
+            _check_reference(rep, spec, part, solution[part.id], params, variant)
+            for m in registry.mistakes(spec, params, part.id):
+                _check_mistake(rep, spec, part, m, params, variant, solution[part.id])
+    for case in spec.selftest:
+        part = spec.part(case.part)
+        if part.type == "code" and not code:
+            continue
+        params = registry.params_for(spec, case.variant)
+        text = (spec.path / case.file).read_text(encoding="utf-8") if case.file else case.answer
+        score, verdict, feedback = _grade(spec, case.part, text, params)
+        label = f"selftest {case.part} {case.file or case.answer[:40]!r}"
+        if case.invalid:
+            rep.check(score is None, f"{label}: rejected as invalid (got {verdict})")
+            continue
+        rep.check(score is not None and abs(score - (case.score or 0.0)) <= case.tolerance,
+                  f"{label}: score {case.score} (got {score}, {verdict}: {feedback[:120]})")
+        if case.feedback:
+            rep.check(case.feedback.lower() in feedback.lower(),
+                      f"{label}: feedback mentions {case.feedback!r} (got {feedback[:160]!r})")
+    if code:
+        _check_mutants(rep, spec)
+    return rep
+
+
+def _check_reference(rep: Report, spec: ExerciseSpec, part: PartSpec, answer: Any,
+                     params: dict[str, Any], variant: str | int) -> None:
+    if isinstance(answer, Quantity) and not math.isfinite(answer.value):
+        rep.check(False, f"{variant}: {part.id} reference is not finite ({answer.value})")
+        return
+    text = _reference_text(spec, part, answer)
+    score, verdict, feedback = _grade(spec, part.id, text, params)
+    if part.type == "text":
+        rep.check(verdict == "pending", f"{variant}: {part.id} model answer is saved for review")
+        return
+    rep.check(score == 1.0, f"{variant}: {part.id} reference scores 1 "
+                            f"(got {score}, {verdict}: {feedback[:160]})")
+
+
+def _check_mistake(rep: Report, spec: ExerciseSpec, part: PartSpec, m: Mistake,
+                   params: dict[str, Any], variant: str | int, reference: Any) -> None:
+    text = answer_text(part, m.answer)
+    score, verdict, feedback = _grade(spec, part.id, text, params)
+    label = f"{variant}: {part.id} mistake {m.name or text[:40]!r}"
+    rep.check(score is not None and score < 1.0, f"{label} scores below 1 (got {score})")
+    rep.check(m.feedback in feedback, f"{label} gets its feedback (got {feedback[:160]!r})")
+
+
+def _check_mutants(rep: Report, spec: ExerciseSpec) -> None:
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    for part in spec.parts:
+        if part.type != "code":
+            continue
+        mutants = sorted((spec.code_dir / "mutants").glob("*.py"))
+        rep.check(bool(mutants), f"{part.id}: code/mutants/ holds known-buggy solutions")
+        for path in mutants:
+            score, verdict, feedback = _grade(spec, part.id, path.read_text(encoding="utf-8"),
+                                              params)
+            rep.check(score is not None and score < 1.0,
+                      f"{part.id}: mutant {path.name} is rejected (got {score}, {verdict})")
+
+
+def run_all(slugs: list[str] | None = None, *, code: bool = True) -> list[Report]:
+    specs = registry.load_all()
+    chosen = slugs or sorted(specs)
+    return [run(registry.get(s), code=code) for s in chosen]

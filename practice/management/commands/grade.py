@@ -1,0 +1,48 @@
+"""`manage.py grade SLUG PART (--answer TEXT | --file PATH)` — the site's pipeline, run now."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+import graders
+from exercises import registry
+from graders.base import InvalidAnswer
+
+
+class Command(BaseCommand):
+    help = "Grade one answer to one part of one variant and print the result."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("part")
+        src = parser.add_mutually_exclusive_group(required=True)
+        src.add_argument("--answer")
+        src.add_argument("--file")
+        parser.add_argument("--variant", default="canonical")
+        parser.add_argument("--mode", choices=["submit", "run"], default="submit")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            spec = registry.get(opts["slug"])
+            spec.part(opts["part"])
+            params = registry.params_for(spec, opts["variant"])
+        except (KeyError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        text = opts["answer"]
+        if opts["file"]:
+            text = Path(opts["file"]).read_text(encoding="utf-8")
+        try:
+            result = graders.grade_answer(spec, opts["part"], text, params, mode=opts["mode"])
+            doc = result.as_json()
+        except InvalidAnswer as exc:
+            doc = graders.invalid_result(str(exc)).as_json()
+        if opts["json"]:
+            self.stdout.write(json.dumps(doc, indent=2))
+        else:
+            self.stdout.write(f"{doc['verdict']} {doc['score']}: {doc['feedback']}")
+            for c in doc["checks"]:
+                self.stdout.write(f"  {'PASS' if c['passed'] else 'FAIL'} {c['name']} {c['message']}")

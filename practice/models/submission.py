@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .exercise import Exercise
+
+
+class Submission(models.Model):
+    """One answer to one part. The row is the result: Celery carries only its id.
+
+    States move queued → running → graded | error through `practice.actions` only; `deliveries`
+    counts how often a worker claimed it, so a submission that kills its worker is stopped.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        GRADED = "graded"
+        ERROR = "error"
+
+    class Mode(models.TextChoices):
+        SUBMIT = "submit"  # graded on hidden cases, counts as an attempt
+        RUN = "run"  # public examples only, no attempt used
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    exercise = models.ForeignKey(Exercise, on_delete=models.CASCADE)
+    part_id = models.CharField(max_length=40)
+    part_type = models.CharField(max_length=20)
+    variant = models.CharField(max_length=20)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.SUBMIT)
+    answer = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    score = models.FloatField(null=True, blank=True)
+    verdict = models.CharField(max_length=20, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    deliveries = models.PositiveIntegerField(default=0)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-queued_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "queued_at"]),
+            models.Index(fields=["user", "exercise", "part_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.exercise_id}/{self.part_id} {self.status}"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.GRADED, self.Status.ERROR)
+
+    @property
+    def queue_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.started_at - self.queued_at).total_seconds()
+
+    @property
+    def run_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

@@ -1,0 +1,143 @@
+"""Settings shared by every environment.
+
+Layering: base.py reads the environment (and only base.py does); dev.py, test.py and prod.py
+import it and change what differs. `DJANGO_SETTINGS_MODULE` picks the layer (manage.py defaults to
+dev). Nothing secret lives in git: SECRET_KEY, DATABASE_URL and REDIS_URL come from the environment.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(os.environ.get("ROOFLINE_VAR_DIR", BASE_DIR / "var"))
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+DEBUG = False
+ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "practice.apps.PracticeConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "practice.urls"
+WSGI_APPLICATION = "practice.wsgi.application"
+AUTH_USER_MODEL = "practice.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "catalog"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Web and worker write to the same file: wait for the lock instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# --- Celery (the broker carries submission ids only; the Submission row is the result) ---
+REDIS_URL = os.environ.get("REDIS_URL", "")
+BROKER_DIR = VAR_DIR / "broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Longer than the longest task, so a slow grade is not handed to a second worker.
+        "visibility_timeout": int(os.environ.get("ROOFLINE_VISIBILITY_TIMEOUT", "300")),
+        # kombu only restores unacked messages of a dead worker when these sweeps run.
+        "unacked_restore_interval": 5,
+        "unacked_restore_throttle": 1,
+    }
+else:
+    # Embedded broker: a folder, no server. It drops a message when a worker fetches it, so a
+    # worker killed mid-task loses the message: the sweeper below re-enqueues the row.
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+        "polling_interval": 0.1,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = 90
+CELERY_TASK_TIME_LIMIT = 120
+CELERY_WORKER_MAX_TASKS_PER_CHILD = 200
+CELERY_TASK_DEFAULT_QUEUE = "grade"
+CELERY_TASK_ROUTES = {"practice.tasks.grade_submission_gpu": {"queue": "gpu"}}
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stuck-submissions": {"task": "practice.tasks.sweep", "schedule": 30.0},
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Grading ---
+# A submission queued longer than this is re-enqueued (its message was lost).
+ROOFLINE_QUEUED_GRACE_S = int(os.environ.get("ROOFLINE_QUEUED_GRACE_S", "60"))
+# Running longer than its deadline (time limit + this margin) means its worker died.
+ROOFLINE_RUNNING_GRACE_S = int(os.environ.get("ROOFLINE_RUNNING_GRACE_S", "150"))
+# A submission delivered this many times without a verdict is stopped with an error.
+ROOFLINE_MAX_DELIVERIES = int(os.environ.get("ROOFLINE_MAX_DELIVERIES", "3"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,26 @@
+"""Tests: the database from DATABASE_URL (PostgreSQL on CI) or a SQLite file.
+
+The SQLite test database is a file, not memory, so that worker processes started by the tests
+see the rows the test wrote.
+"""
+from __future__ import annotations
+
+from .base import *  # noqa: F403
+from .base import DATABASES, VAR_DIR
+
+SECRET_KEY = "test-only-not-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Serve static files from their source folders (no collectstatic in tests).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+(VAR_DIR / "staticfiles").mkdir(exist_ok=True)

@@ -1,0 +1,68 @@
+"""Student pages: catalog, exercise, history, sign-up. Parse, call an action, render."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from exercises import registry
+from practice import actions
+from practice.models import Exercise, PartState, Submission, User
+from practice.views.parts import part_context
+
+
+class SignUpForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username",)
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    form = SignUpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = actions.sign_up(form.cleaned_data["username"], form.cleaned_data["password1"])
+        login(request, user)
+        return redirect("catalog")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+@login_required
+def catalog(request: HttpRequest) -> HttpResponse:
+    states = PartState.objects.filter(user=request.user)
+    solved: dict[int, int] = defaultdict(int)
+    attempted: set[int] = set()
+    for s in states:
+        if s.solved_at:
+            solved[s.exercise_id] += 1
+        if s.attempts:
+            attempted.add(s.exercise_id)
+    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for ex in Exercise.objects.filter(active=True):
+        n = len(ex.parts)
+        topics[ex.topic].append({
+            "exercise": ex, "parts": n, "solved": solved[ex.pk],
+            "percent": round(100 * solved[ex.pk] / n) if n else 0,
+            "state": "solved" if n and solved[ex.pk] == n
+            else "attempted" if ex.pk in attempted else "new",
+        })
+    return render(request, "practice/catalog.html", {"topics": sorted(topics.items())})
+
+
+@login_required
+def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
+    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    spec = registry.get(slug)
+    ctx = part_context(request.user, exercise, spec)  # type: ignore[arg-type]
+    return render(request, "practice/exercise.html", ctx)
+
+
+@login_required
+def history(request: HttpRequest) -> HttpResponse:
+    subs = (Submission.objects.filter(user=request.user)
+            .select_related("exercise").order_by("-queued_at")[:200])
+    return render(request, "practice/history.html", {"submissions": subs})

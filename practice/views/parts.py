@@ -1,0 +1,145 @@
+"""The exercise page's parts: submit, run, reveal, formula preview, and the status fragment.
+
+htmx requests get the part's partial; plain form posts get a redirect back to the page, so the
+page works without JavaScript too.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from exercises import registry, templating
+from exercises.spec import ExerciseSpec, PartSpec
+from graders.base import InvalidAnswer
+from practice import actions
+from practice.markdown import render_markdown
+from practice.models import Exercise, PartState, Submission, User
+
+
+def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
+    params = actions.variant_params(spec, variant)
+    solution = registry.solve(spec, params)
+    statement = templating.render(spec.statement_template, params, solution, "statement.md")
+    worked = templating.render(spec.solution_template, params, solution, "solution.md")
+    preamble, parts = templating.split_sections(worked)
+    return (render_markdown(statement), render_markdown(preamble),
+            {k: render_markdown(v) for k, v in parts.items()})
+
+
+def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
+              solution_html: str, error: str = "", draft: str = "") -> dict[str, Any]:
+    state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
+    latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
+              .order_by("-queued_at", "-id").first())
+    starter = ""
+    if part.type == "code":
+        starter = (spec.code_dir / "starter.py").read_text(encoding="utf-8")
+    return {
+        "index": spec.parts.index(part) + 1,
+        "exercise": exercise, "part": part, "state": state, "latest": latest, "error": error,
+        "draft": draft or (latest.answer if latest else starter),
+        "prompt_html": render_markdown(part.prompt),
+        "solution_html": solution_html if state and state.solution_visible else "",
+        "key_points": part.key_points if latest and part.type == "text" else (),
+    }
+
+
+def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str, Any]:
+    variant = actions.assignment_for(user, exercise).variant
+    statement, preamble, sections = _sections(spec, variant)
+    parts = []
+    for i, part in enumerate(spec.parts):
+        html = sections.get(part.id, "")
+        if i == 0:
+            html = preamble + html
+        parts.append(_one_part(user, exercise, spec, part, html))
+    return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
+            "parts": parts}
+
+
+def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",
+                 draft: str = "") -> HttpResponse:
+    spec = registry.get(exercise.slug)
+    try:
+        part = spec.part(part_id)
+    except KeyError:
+        raise Http404("no such part") from None
+    variant = actions.assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    _, preamble, sections = _sections(spec, variant)
+    html = sections.get(part.id, "")
+    if spec.parts[0].id == part.id:
+        html = preamble + html
+    ctx = _one_part(request.user, exercise, spec, part, html, error, draft)  # type: ignore[arg-type]
+    return render(request, "practice/partials/part.html", {"p": ctx})
+
+
+@login_required
+@require_POST
+def submit_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
+    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    # Several checkboxes (a multi-choice part) arrive as `pick`; everything else as `answer`.
+    answer = request.POST.get("answer") or ", ".join(request.POST.getlist("pick"))
+    mode = "run" if request.POST.get("mode") == "run" else "submit"
+    error = ""
+    try:
+        actions.submit_answer(request.user, exercise, part_id, answer, mode)  # type: ignore[arg-type]
+    except InvalidAnswer as exc:
+        error = str(exc)
+    except actions.NotAllowed as exc:
+        error = str(exc)
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect("exercise", slug=slug)
+    return _render_part(request, exercise, part_id, error=error, draft=answer if error else "")
+
+
+@login_required
+@require_POST
+def reveal_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
+    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    try:
+        actions.reveal_solution(request.user, exercise, part_id)  # type: ignore[arg-type]
+    except KeyError:
+        raise Http404("no such part") from None
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect("exercise", slug=slug)
+    return _render_part(request, exercise, part_id)
+
+
+@login_required
+@require_POST
+def preview_formula(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
+    """Echo a formula as math while the student types, from the server's safe parser."""
+    from graders import expression
+
+    spec = registry.get(slug)
+    try:
+        part = spec.part(part_id)
+    except KeyError:
+        raise Http404("no such part") from None
+    text = request.POST.get("answer", "")
+    ctx: dict[str, Any] = {"tex": "", "error": ""}
+    if text.strip():
+        try:
+            ctx["tex"] = expression.preview(text, part.symbols)
+        except InvalidAnswer as exc:
+            ctx["error"] = str(exc)
+    return render(request, "practice/partials/echo.html", ctx)
+
+
+@login_required
+def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
+    # Only the owner can see a submission: anyone else gets a 404, not a 403 that confirms it.
+    sub = get_object_or_404(Submission.objects.select_related("exercise"), pk=pk,
+                            user=request.user)
+    if sub.finished and request.htmx:  # type: ignore[attr-defined]
+        # The verdict may have solved the part: redraw the whole part (score, solution) in
+        # place of the polling fragment. The redrawn status has no hx-get, so polling stops.
+        response = _render_part(request, sub.exercise, sub.part_id)
+        response["HX-Retarget"] = f"#part-{sub.part_id}"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    return render(request, "practice/partials/status.html", {"sub": sub})

@@ -1,0 +1,156 @@
+"""State changes: inline grading, invalid answers, claiming, recording, the sweeper, poison."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from exercises import registry
+from graders.base import GradeResult, InvalidAnswer
+from graders.selftest import answer_text
+from practice import actions
+from practice.models import Exercise, PartState, Submission, User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def student() -> User:
+    return User.objects.create_user("alice", password="pw-alice-123")
+
+
+def _first(spec_slug: str, part_type: str) -> tuple[Exercise, Any]:
+    spec = registry.get(spec_slug)
+    part = next(p for p in spec.parts if p.type == part_type)
+    return Exercise.objects.get(slug=spec_slug), part
+
+
+def _reference(user: User, ex: Exercise, part_id: str) -> str:
+    spec = registry.get(ex.slug)
+    variant = actions.assignment_for(user, ex).variant
+    solution = registry.solve(spec, registry.params_for(spec, variant))
+    return answer_text(spec.part(part_id), solution[part_id])
+
+
+def test_exercises_are_synced_on_migrate() -> None:
+    slugs = set(Exercise.objects.filter(active=True).values_list("slug", flat=True))
+    assert slugs == set(registry.load_all())
+
+
+def test_sync_deactivates_a_removed_folder() -> None:
+    Exercise.objects.create(slug="gone", seed="Q01", title="Gone", topic="x", difficulty="easy")
+    report = actions.sync_exercises()
+    assert report.deactivated == 1
+    assert not Exercise.objects.get(slug="gone").active
+
+
+def test_a_number_part_is_graded_inline_and_counts(student: User) -> None:
+    ex, part = _first("kv_transfer_disagg", "number")
+    sub = actions.submit_answer(student, ex, part.id, _reference(student, ex, part.id))
+    assert sub.status == Submission.Status.GRADED and sub.score == 1.0
+    state = PartState.objects.get(user=student, exercise=ex, part_id=part.id)
+    assert state.attempts == 1 and state.solved_at is not None
+
+
+def test_an_invalid_answer_is_rejected_and_uses_no_attempt(student: User) -> None:
+    ex, part = _first("kv_transfer_disagg", "number")
+    with pytest.raises(InvalidAnswer):
+        actions.submit_answer(student, ex, part.id, "two point seven gigabytes please")
+    assert not Submission.objects.exists()
+    assert not PartState.objects.filter(user=student, attempts__gt=0).exists()
+
+
+def test_a_hostile_formula_is_rejected_in_the_request(student: User) -> None:
+    ex, part = _first("utilisation_rule", "expression")
+    with pytest.raises(InvalidAnswer):
+        actions.submit_answer(student, ex, part.id, "__import__('os').system('id')")
+    assert not Submission.objects.exists()
+
+
+def test_a_code_part_is_queued_on_commit(student: User, monkeypatch: pytest.MonkeyPatch,
+                                         django_capture_on_commit_callbacks: Any) -> None:
+    sent: list[tuple[int, str]] = []
+    monkeypatch.setattr(actions, "enqueue", lambda pk, queue="grade": sent.append((pk, queue)))
+    ex, part = _first("stop_strings_stream", "code")
+    with django_capture_on_commit_callbacks(execute=True):
+        sub = actions.submit_answer(student, ex, part.id, "print('hi')\n")
+    assert sub.status == Submission.Status.QUEUED
+    assert sent == [(sub.pk, "grade")]
+
+
+def _queued(student: User) -> Submission:
+    ex, part = _first("stop_strings_stream", "code")
+    actions.assignment_for(student, ex)
+    return Submission.objects.create(user=student, exercise=ex, part_id=part.id,
+                                     part_type="code", variant="canonical", answer="x = 1\n")
+
+
+def test_a_submission_is_claimed_once(student: User) -> None:
+    sub = _queued(student)
+    assert actions.claim_submission(sub.pk) is not None
+    assert actions.claim_submission(sub.pk) is None  # a redelivered message does nothing
+    sub.refresh_from_db()
+    assert sub.status == Submission.Status.RUNNING and sub.deliveries == 1
+
+
+def test_a_result_is_recorded_once(student: User) -> None:
+    sub = _queued(student)
+    actions.claim_submission(sub.pk)
+    result = GradeResult(score=1.0, verdict="correct", feedback="ok")
+    assert actions.record_result(sub.pk, result) is True
+    assert actions.record_result(sub.pk, result) is False
+    state = PartState.objects.get(user=student, part_id=sub.part_id)
+    assert state.attempts == 1
+
+
+def test_a_run_uses_no_attempt(student: User) -> None:
+    sub = _queued(student)
+    Submission.objects.filter(pk=sub.pk).update(mode=Submission.Mode.RUN)
+    actions.claim_submission(sub.pk)
+    actions.record_result(sub.pk, GradeResult(score=1.0, verdict="correct", feedback=""))
+    assert not PartState.objects.filter(user=student, attempts__gt=0).exists()
+
+
+def test_a_poison_submission_is_stopped(student: User, settings: Any) -> None:
+    sub = _queued(student)
+    settings.ROOFLINE_MAX_DELIVERIES = 2
+    Submission.objects.filter(pk=sub.pk).update(deliveries=2)
+    assert actions.claim_submission(sub.pk) is None
+    sub.refresh_from_db()
+    assert sub.status == Submission.Status.ERROR
+    assert "stopped after 2 tries" in sub.result["feedback"]
+
+
+def test_the_sweeper_resends_lost_and_abandoned_rows(student: User,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[int] = []
+    monkeypatch.setattr(actions, "enqueue", lambda pk, queue="grade": sent.append(pk))
+    fresh, lost, abandoned, done = (_queued(student) for _ in range(4))
+    old = timezone.now() - timedelta(hours=1)
+    Submission.objects.filter(pk=lost.pk).update(queued_at=old)
+    Submission.objects.filter(pk=abandoned.pk).update(status="running", started_at=old,
+                                                      queued_at=old)
+    Submission.objects.filter(pk=done.pk).update(status="graded", queued_at=old)
+    assert actions.requeue_stuck() == 2
+    assert sorted(sent) == sorted([lost.pk, abandoned.pk])
+    abandoned.refresh_from_db()
+    assert abandoned.status == Submission.Status.QUEUED
+    fresh.refresh_from_db()
+    assert fresh.status == Submission.Status.QUEUED
+
+
+def test_the_task_records_an_error_when_grading_breaks(student: User,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from practice import tasks
+
+    def broken(sub: Submission) -> GradeResult:
+        raise RuntimeError("sandbox unavailable: bwrap missing")
+
+    monkeypatch.setattr(actions, "grade_claimed", broken)
+    sub = _queued(student)
+    assert tasks.grade_submission.run(sub.pk) == "error"
+    sub.refresh_from_db()
+    assert sub.status == Submission.Status.ERROR and "bwrap missing" in sub.result["feedback"]
+    assert not PartState.objects.filter(user=student, attempts__gt=0).exists()

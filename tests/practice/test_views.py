@@ -1,0 +1,99 @@
+"""Pages through Django's test client: who may see what, htmx partials, no leftover placeholders."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from exercises import registry
+from graders.selftest import answer_text
+from practice import actions
+from practice.models import Exercise, Submission, User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(client: Client) -> User:
+    user = User.objects.create_user("alice", password="pw-alice-123")
+    client.force_login(user)
+    return user
+
+
+def test_signup_logs_in_and_lands_on_the_catalog(client: Client) -> None:
+    r = client.post("/signup/", {"username": "bob", "password1": "a-long-pass-42",
+                                 "password2": "a-long-pass-42"}, follow=True)
+    assert r.status_code == 200
+    assert r.wsgi_request.user.username == "bob"
+    for spec in registry.load_all().values():
+        assert spec.title in r.content.decode()
+
+
+def test_pages_need_a_login(client: Client) -> None:
+    for url in ("/", "/history/", "/ex/kv_transfer_disagg/"):
+        r = client.get(url)
+        assert r.status_code == 302 and "/login/" in r["Location"]
+
+
+@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+def test_exercise_page_renders_its_variant(client: Client, alice: User, slug: str) -> None:
+    r = client.get(f"/ex/{slug}/")
+    body = r.content.decode()
+    assert r.status_code == 200
+    assert "{{" not in body and "}}" not in body.replace("}}'", "")  # no leftover placeholder
+    for part in registry.get(slug).parts:
+        assert f'id="part-{part.id}"' in body
+    assert "Worked solution" not in body  # nothing solved yet
+
+
+def test_htmx_submit_returns_the_part_and_shows_the_solution(client: Client, alice: User) -> None:
+    spec = registry.get("kv_transfer_disagg")
+    part = next(p for p in spec.parts if p.type == "number")
+    ex = Exercise.objects.get(slug=spec.slug)
+    variant = actions.assignment_for(alice, ex).variant
+    ref = registry.solve(spec, registry.params_for(spec, variant))[part.id]
+    r = client.post(f"/ex/{spec.slug}/{part.id}/submit/", {"answer": answer_text(part, ref)},
+                    HTTP_HX_REQUEST="true")
+    body = r.content.decode()
+    assert r.status_code == 200 and body.lstrip().startswith("<article")
+    assert "correct" in body and "Worked solution" in body
+
+
+def test_an_invalid_answer_says_why_and_uses_no_attempt(client: Client, alice: User) -> None:
+    spec = registry.get("kv_transfer_disagg")
+    part = next(p for p in spec.parts if p.type == "number")
+    r = client.post(f"/ex/{spec.slug}/{part.id}/submit/", {"answer": "lots"},
+                    HTTP_HX_REQUEST="true")
+    assert "no attempt used" in r.content.decode()
+    assert not Submission.objects.exists()
+
+
+def test_formula_preview_echoes_math_and_never_evaluates(client: Client, alice: User) -> None:
+    spec = registry.get("utilisation_rule")
+    part = next(p for p in spec.parts if p.type == "expression")
+    sym = part.symbols[0]
+    ok = client.post(f"/ex/{spec.slug}/{part.id}/preview/", {"answer": f"1 - {sym}/2"})
+    assert 'class="math inline"' in ok.content.decode()
+    bad = client.post(f"/ex/{spec.slug}/{part.id}/preview/",
+                      {"answer": "__import__('os').system('id')"})
+    assert "error" in bad.content.decode() and "math inline" not in bad.content.decode()
+
+
+def test_a_student_cannot_see_another_students_submission(client: Client, alice: User) -> None:
+    mallory = User.objects.create_user("mallory", password="pw-mallory-1")
+    ex = Exercise.objects.get(slug="kv_transfer_disagg")
+    sub = Submission.objects.create(user=mallory, exercise=ex, part_id="x", part_type="number",
+                                    variant="1", answer="secret answer")
+    assert client.get(f"/submissions/{sub.pk}/status/").status_code == 404
+    assert "secret answer" not in client.get("/history/").content.decode()
+
+
+def test_status_fragment_polls_only_while_unfinished(client: Client, alice: User) -> None:
+    ex = Exercise.objects.get(slug="stop_strings_stream")
+    sub = Submission.objects.create(user=alice, exercise=ex, part_id="x", part_type="code",
+                                    variant="1", answer="x")
+    assert "hx-get" in client.get(f"/submissions/{sub.pk}/status/").content.decode()
+    Submission.objects.filter(pk=sub.pk).update(status="graded", score=1.0, verdict="correct")
+    body = client.get(f"/submissions/{sub.pk}/status/").content.decode()
+    assert "hx-get" not in body and re.search(r"score\s+1\.00", body)

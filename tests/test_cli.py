@@ -1,0 +1,66 @@
+"""The command line keeps DESIGN §8's contract; a hostile formula is rejected and runs nothing."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exercises import registry
+from graders.selftest import answer_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_list_and_show() -> None:
+    listed = json.loads(manage("exercises", "list", "--json").stdout)
+    assert {e["slug"] for e in listed} == set(registry.load_all())
+    for e in listed:
+        assert {"slug", "seed", "title", "topic", "parts"} <= set(e)
+        shown = json.loads(manage("exercises", "show", e["slug"], "--variant", "canonical",
+                                  "--json").stdout)
+        assert {"params", "answers", "intermediates"} <= set(shown)
+        for part in e["parts"]:
+            if part["type"] == "number":
+                ans = shown["answers"][part["id"]]
+                assert isinstance(ans["value"], float) and isinstance(ans["unit"], str)
+
+
+@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+def test_grade_prints_the_contract_for_every_part_type(slug: str) -> None:
+    spec = registry.get(slug)
+    solution = registry.solve(spec, registry.params_for(spec, "canonical"))
+    for part in spec.parts:
+        ref = solution[part.id]
+        args = ["--file", str(spec.path / ref)] if part.type == "code" else \
+            ["--answer", answer_text(part, ref)]
+        out = manage("grade", slug, part.id, *args, "--json")
+        doc = json.loads(out.stdout)
+        assert {"score", "verdict", "feedback", "checks"} <= set(doc), out.stderr
+        assert doc["score"] == (0.0 if part.type == "text" else 1.0), doc
+        for check in doc["checks"]:
+            assert {"name", "passed", "message"} <= set(check)
+
+
+def test_a_hostile_formula_is_invalid_and_runs_nothing(tmp_path: Path) -> None:
+    spec = next(s for s in registry.load_all().values()
+                if any(p.type == "expression" for p in s.parts))
+    part = next(p for p in spec.parts if p.type == "expression")
+    marker = tmp_path / "pwned"
+    for hostile in (f"__import__('os').system('touch {marker}')",
+                    f"open('{marker}', 'w')", "().__class__.__bases__[0].__subclasses__()",
+                    "9**9**9**9**9", "(" * 5000 + "1" + ")" * 5000):
+        doc = json.loads(manage("grade", spec.slug, part.id, "--answer", hostile, "--json").stdout)
+        assert doc["verdict"] == "invalid" and doc["score"] == 0.0, (hostile, doc)
+    assert not marker.exists()
+
+
+def test_selftest_exits_nonzero_on_an_unknown_slug() -> None:
+    assert manage("selftest", "no_such_exercise").returncode != 0
