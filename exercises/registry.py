@@ -63,8 +63,16 @@ def _opt(data: dict[str, Any], key: str, kind: type | tuple[type, ...], default:
 
 _PART_KEYS = {
     "id", "type", "prompt", "points", "tolerance", "abs_tolerance", "unit", "symbols", "options",
-    "multi", "key_points", "language", "time_limit_s", "tolerance_reason",
+    "multi", "key_points", "language", "time_limit_s", "memory_mb", "output_limit_kb",
+    "tolerance_reason",
 }
+
+
+def _time_limit(raw: dict[str, Any], path: Path, f: str) -> float:
+    value = float(_opt(raw, "time_limit_s", (int, float), 10.0, path, f + ".time_limit_s"))
+    if not 0.5 <= value <= 120:
+        raise ExerciseError(f"{_where(path, f + '.time_limit_s')}: must be between 0.5 and 120")
+    return value
 
 
 def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
@@ -118,10 +126,19 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
         multi=_opt(raw, "multi", bool, False, path, f + ".multi"),
         key_points=tuple(_opt(raw, "key_points", list, [], path, f + ".key_points")),
         language=_opt(raw, "language", str, "python", path, f + ".language"),
-        time_limit_s=float(_opt(raw, "time_limit_s", (int, float), 10.0, path,
-                                f + ".time_limit_s")),
+        time_limit_s=_time_limit(raw, path, f),
+        memory_mb=_limit(raw, "memory_mb", 512, 32, 8192, path, f),
+        output_limit_kb=_limit(raw, "output_limit_kb", 1024, 1, 65536, path, f),
         tolerance_reason=reason,
     )
+
+
+def _limit(raw: dict[str, Any], key: str, default: int, low: int, high: int, path: Path,
+           f: str) -> int:
+    value = int(_opt(raw, key, int, default, path, f"{f}.{key}"))
+    if not low <= value <= high:
+        raise ExerciseError(f"{_where(path, f + '.' + key)}: must be between {low} and {high}")
+    return value
 
 
 def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:

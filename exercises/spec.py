@@ -49,7 +49,9 @@ class PartSpec:
     # code / kernel
     language: str = "python"
     weight_checks: bool = True
-    time_limit_s: float = 10.0
+    time_limit_s: float = 10.0  # wall and CPU time for one sandboxed run of all cases
+    memory_mb: int = 512  # the sandbox's memory limit
+    output_limit_kb: int = 1024  # stdout + stderr kept; more is cut and the run stopped
     # Why the tolerance is not the default, shown to authors and reviewers.
     tolerance_reason: str = ""
 
