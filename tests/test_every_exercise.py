@@ -15,3 +15,21 @@ def test_exercise_selftest(slug: str) -> None:
     report = selftest.run(registry.get(slug))
     assert report.passed, "the selftest checked nothing"
     assert report.ok, "\n".join(report.failed)
+
+
+@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+def test_200_variants_render_solve_and_differ(slug: str) -> None:
+    import json
+
+    from exercises import templating
+
+    spec = registry.get(slug)
+    distinct = set()
+    for n in range(200):
+        params = registry.params_for(spec, n)
+        solution = registry.solve(spec, params)
+        templating.render(spec.statement_template, params, solution, "statement.md")
+        templating.render(spec.solution_template, params, solution, "solution.md")
+        distinct.add(json.dumps(params, sort_keys=True, default=str))
+    # Small discrete spaces repeat a few draws; most students must still get their own numbers.
+    assert len(distinct) >= 150, f"only {len(distinct)} distinct variants in 200 draws"

@@ -171,3 +171,274 @@ def test_gpu_and_link_figures():
     assert link("ConnectX-8").bytes_per_s == 100e9
     assert link("PCIe Gen5 x16").gb_per_s == 64.0
     assert link("PCIe Gen5 x16").effective_gb_per_s == 50.0
+
+
+# ---------------------------------------------------------------------------------------------
+# MLA, MoE and sliding-window models (facts-q01-q25 §0.2, facts-q26-q49 §0.2, Q22, Q42-Q49)
+
+NEW_MODELS = ["DeepSeek-V3", "GPT-OSS-120B", "GPT-OSS-20B", "Llama-2-7B", "Mixtral-8x7B",
+              "Qwen3-30B-A3B", "Gemma-2-9B", "Gemma-2-27B", "Gemma-3-12B", "Gemma-3-27B"]
+
+
+@pytest.mark.parametrize("name", NEW_MODELS)
+def test_new_models_quote_every_integer_they_store(name):
+    # Each config figure's citation quotes the value it backs, so a typo in the TOML (or a
+    # citation attached to the wrong figure) fails here instead of in a student's grade.
+    m = model(name)
+    for figure, value in vars(m).items():
+        if figure in ("name", "sources") or value is None or isinstance(value, bool | str):
+            continue
+        text = m.source(figure)
+        assert str(value) in text.replace(",", ""), (name, figure, value)
+
+
+@pytest.mark.parametrize("name", NEW_MODELS)
+def test_new_models_state_their_attention_kind_with_a_source(name):
+    m = model(name)
+    assert m.attention in ("gqa", "mha", "mla")
+    assert len(m.source("attention")) > 20
+
+
+def test_deepseek_v3_kv_per_token_is_the_latent():
+    ds, llama = model("DeepSeek-V3"), model("Llama-3.1-70B")
+    assert ds.attention == "mla" and ds.kv_heads is None and ds.head_dim is None
+    assert ds.kv_bytes_per_token_per_layer() == (512 + 64) * 2 == 1_152
+    assert ds.kv_bytes_per_token() == 70_272  # ISCA'25 Table 1: 70.272 KB
+    assert ds.kv_bytes_per_token(dtype_bytes=1) == 35_136
+    assert llama.kv_bytes_per_token() == 327_680
+    assert llama.kv_bytes_per_token() / ds.kv_bytes_per_token() == pytest.approx(4.66, abs=0.01)
+
+
+def test_kv_per_gpu_under_tensor_parallelism():
+    llama70, llama8, ds = model("Llama-3.1-70B"), model("Llama-3.1-8B"), model("DeepSeek-V3")
+    # GQA splits by KV head: 8 heads over 8 GPUs = 1 head each.
+    assert llama70.kv_heads_per_gpu(8) == 1
+    assert llama70.kv_bytes_per_token_per_gpu(8) == 40_960
+    assert llama70.kv_bytes_per_token_per_gpu(4) == 81_920
+    assert llama70.kv_bytes_per_token_per_gpu(1) == llama70.kv_bytes_per_token()
+    # Past the head count each head is replicated: still one head per GPU (Q46).
+    assert llama70.kv_heads_per_gpu(16) == 1
+    assert llama70.kv_bytes_per_token_per_gpu(16) == 40_960
+    assert llama8.kv_heads_per_gpu(16) == 1
+    assert llama8.kv_bytes_per_token_per_gpu(16) == 2 * 32 * 1 * 128 * 2 == 16_384
+    # MLA: the whole latent on every GPU, whatever tp is (Q22's silent 8x copy).
+    for tp in (1, 2, 8, 16):
+        assert ds.kv_bytes_per_token_per_gpu(tp) == 70_272
+    assert ds.kv_bytes_per_token_per_gpu(8) / llama70.kv_bytes_per_token_per_gpu(8) == \
+        pytest.approx(1.72, abs=0.01)
+    # Q49: one 128K request per GPU at TP8: GQA 5.0 GiB, MLA 8.6 GiB.
+    assert 131_072 * llama70.kv_bytes_per_token_per_gpu(8) / 2**30 == 5.0
+    assert 131_072 * ds.kv_bytes_per_token_per_gpu(8) / 2**30 == pytest.approx(8.58, abs=0.01)
+
+
+def test_kv_heads_per_gpu_refuses_what_engines_refuse():
+    with pytest.raises(ValueError, match="neither divides"):
+        model("Llama-3.1-70B").kv_heads_per_gpu(3)
+    with pytest.raises(ValueError, match="tp must be"):
+        model("Llama-3.1-70B").kv_heads_per_gpu(0)
+    with pytest.raises(ValueError, match="no KV heads"):
+        model("DeepSeek-V3").kv_heads_per_gpu(8)
+    with pytest.raises(ValueError, match="no KV heads"):
+        _ = model("DeepSeek-V3").kv_dim
+
+
+def test_gpt_oss_sliding_window_kv():
+    m = model("GPT-OSS-120B")
+    assert (m.local_layers, m.global_layers, m.sliding_window) == (18, 18, 128)
+    assert m.layer_kinds[:4] == ("L", "G", "L", "G")  # layer 0 is a sliding-window layer
+    assert m.kv_bytes_per_token_per_layer() == 2 * 8 * 64 * 2 == 2_048
+    assert m.kv_bytes_per_token() == 73_728 == 72 * 1024  # all layers counted as full
+    full = 131_072 * m.kv_bytes_per_token()
+    windowed = m.kv_bytes_for_tokens(131_072)
+    assert full == 9_663_676_416  # 9.66 GB (the AWS Neuron figure in the notes)
+    assert windowed == 2_048 * (18 * 131_072 + 18 * 128) == 4_836_556_800  # 4.84 GB
+    assert 1 - windowed / full == pytest.approx(0.4995, abs=1e-4)  # Q47: 49.95 % at 128K
+    assert 1 - m.kv_bytes_for_tokens(4_096) / (4_096 * m.kv_bytes_per_token()) == \
+        pytest.approx(0.484, abs=1e-3)  # 48.4 % at 4K
+    assert m.kv_bytes_per_token_windowed(131_072) == windowed / 131_072
+    # Below the window nothing is saved; with tp the windowed figure splits by heads too.
+    assert m.kv_bytes_for_tokens(100) == 100 * m.kv_bytes_per_token()
+    assert m.kv_bytes_for_tokens(131_072, tp=8) == windowed // 8
+    assert m.kv_bytes_for_tokens(0) == 0
+
+
+def test_gemma_local_global_ratios():
+    g3_27, g3_12, g2_9 = model("Gemma-3-27B"), model("Gemma-3-12B"), model("Gemma-2-9B")
+    assert (g3_27.local_layers, g3_27.global_layers) == (52, 10)
+    assert (g3_12.local_layers, g3_12.global_layers) == (40, 8)
+    assert g3_12.layer_kinds[:6] == ("L", "L", "L", "L", "L", "G")
+    assert (g2_9.local_layers, g2_9.global_layers, g2_9.sliding_window) == (21, 21, 4096)
+
+    def saving(m, n):
+        return 1 - m.kv_bytes_for_tokens(n) / (n * m.kv_bytes_per_token())
+
+    # facts-q26-q49 Q47 and Appendix C 6: 82.7 % (12B, exact 5:1) and 83.2 % (27B) at 128K.
+    assert saving(g3_12, 131_072) == pytest.approx(0.827, abs=1e-3)
+    assert saving(g3_27, 131_072) == pytest.approx(0.832, abs=1e-3)
+    assert saving(g3_27, 32_768) == pytest.approx(0.813, abs=1e-3)
+    assert saving(g2_9, 8_192) == pytest.approx(0.25)
+    # Dense, no window: windowed equals full.
+    llama = model("Llama-3.1-8B")
+    assert llama.kv_bytes_for_tokens(1000) == 1000 * llama.kv_bytes_per_token()
+    assert llama.local_layers == 0
+
+
+def test_deepseek_v3_parameter_counts():
+    ds = model("DeepSeek-V3")
+    assert ds.attn_params_per_layer == 187_105_280
+    assert ds.expert_params == 44_040_192
+    assert ds.mlp_params_per_layer == 396_361_728 == 9 * ds.expert_params
+    assert (ds.dense_layers, ds.moe_layers) == (3, 58)
+    assert ds.router_params_per_layer == 256 * 7168 + 256  # gate + correction bias
+    # The notes count weight matrices only (671,025,397,760 and 37,551,276,032). `params` adds
+    # the 1,006,592 RMSNorm weights and 58 x 256 router correction biases the checkpoint holds.
+    assert ds.matrix_params == 671_025_397_760
+    assert ds.norm_params == 61 * (2 * 7168 + 1536 + 512) + 7168 == 1_006_592
+    assert ds.bias_params == 58 * 256
+    assert ds.params == 671_026_419_200
+    assert round(ds.params / 1e9, 2) == 671.03
+    assert ds.active_params - ds.norm_params - ds.bias_params == 37_551_276_032
+    assert round(ds.active_params / 1e9, 2) == 37.55
+    # DeepSeek's README_WEIGHTS "36.6 B activated (incl. 0.9 B output head)": without the input
+    # embedding lookup.
+    assert round((ds.active_params - ds.input_embedding_params) / 1e9, 1) == 36.6
+    assert ds.input_embedding_params == 129_280 * 7168 == 926_679_040
+
+
+def test_moe_parameter_counts_match_the_vendors():
+    # OpenAI's model card: 116.83 B / 5.13 B (120B) and 20.91 B / 3.61 B (20B); its active
+    # figure leaves out the input embedding, which is a lookup.
+    for name, total, active in (("GPT-OSS-120B", 116.83, 5.13), ("GPT-OSS-20B", 20.91, 3.61)):
+        m = model(name)
+        assert round(m.params / 1e9, 2) == total, name
+        assert round((m.active_params - m.input_embedding_params) / 1e9, 2) == active, name
+    mixtral = model("Mixtral-8x7B")  # Mistral: 46.7 B total, 12.9 B per token
+    assert round(mixtral.params / 1e9, 1) == 46.7
+    assert round(mixtral.active_params / 1e9, 1) == 12.9
+    qwen = model("Qwen3-30B-A3B")  # Qwen: 30.5 B total, 3.3 B activated; notes: 3.35 B
+    assert round(qwen.params / 1e9, 1) == 30.5
+    assert round(qwen.active_params / 1e9, 2) == 3.35
+    assert qwen.kv_bytes_per_token() == 98_304  # facts-q01-q25 §0.2
+
+
+def test_dense_additions_match_the_published_counts():
+    llama2 = model("Llama-2-7B")
+    assert llama2.attention == "mha" and llama2.kv_heads == llama2.q_heads == 32
+    assert llama2.params == 6_738_415_616  # Hugging Face's count for Llama-2-7b-hf
+    assert llama2.kv_bytes_per_token() == 524_288
+    assert llama2.kv_heads_per_gpu(8) == 4
+    # Gemma 2 (text models; Hugging Face lists 9.24 B and 27.2 B).
+    assert model("Gemma-2-9B").params == 9_241_705_984
+    assert model("Gemma-2-27B").params == 27_227_128_320
+    # Gemma 3 text decoders; the checkpoints add a ~0.42 B SigLIP tower (27.4 B / 12.2 B listed).
+    assert round(model("Gemma-3-27B").params / 1e9, 2) == 27.01
+    assert round(model("Gemma-3-12B").params / 1e9, 2) == 11.77
+
+
+def test_dense_models_keep_their_counts_and_have_no_moe_figures():
+    for name in ("Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Qwen2.5-72B"):
+        m = model(name)
+        assert m.attention == "gqa" and not m.is_moe and not m.is_mla
+        assert m.active_params == m.params
+        assert m.params == m.layers * m.params_per_layer + m.embedding_params + m.hidden
+        assert m.sliding_window is None and m.layer_pattern is None
+    assert model("Llama-3.1-70B").matrix_params == 70_552_387_584  # the notes' convention
+
+
+def test_figures_that_do_not_apply_raise_instead_of_guessing():
+    with pytest.raises(ValueError, match="no dense MLP"):
+        _ = model("GPT-OSS-120B").mlp_params_per_layer
+    with pytest.raises(ValueError, match="MoE"):
+        _ = model("DeepSeek-V3").params_per_layer
+    with pytest.raises(ValueError, match="not a mixture-of-experts"):
+        _ = model("Llama-3.1-8B").expert_params
+
+
+def test_deepseek_r1_is_an_alias_of_v3():
+    r1, v3 = model("DeepSeek-R1"), model("DeepSeek-V3")
+    assert r1.name == "DeepSeek-R1"
+    assert r1.kv_bytes_per_token() == v3.kv_bytes_per_token()
+    assert r1.params == v3.params
+    assert r1.source("kv_lora_rank") == v3.source("kv_lora_rank")
+    assert "DeepSeek-R1" not in catalog.models()  # one entry, not two
+
+
+def test_reported_hbm():
+    h200 = gpu("H200 SXM")
+    assert h200.hbm_reported_bytes == 143_771 * 2**20
+    assert h200.hbm_reported_bytes / 2**30 == pytest.approx(140.4, abs=0.05)
+    assert gpu("H100 SXM").hbm_reported_bytes / 2**30 == pytest.approx(79.6, abs=0.05)
+    assert gpu("A100 SXM 80GB").hbm_reported_bytes is None
+
+
+MLA_MODEL = """
+[sources]
+cfg = "a config file somewhere, with a path"
+[models."TinyMLA"]
+attention = { value = "mla", source = "cfg" }
+layers = { value = 4, source = "cfg" }
+hidden = { value = 64, source = "cfg" }
+q_heads = { value = 4, source = "cfg" }
+kv_lora_rank = { value = 32, source = "cfg" }
+qk_rope_head_dim = { value = 8, source = "cfg" }
+qk_nope_head_dim = { value = 16, source = "cfg" }
+v_head_dim = { value = 16, source = "cfg" }
+ffn = { value = 128, source = "cfg" }
+first_dense_layers = { value = 1, source = "cfg" }
+n_routed_experts = { value = 8, source = "cfg" }
+experts_per_token = { value = 2, source = "cfg" }
+moe_ffn = { value = 32, source = "cfg" }
+vocab = { value = 100, source = "cfg" }
+tied_embeddings = { value = false, source = "cfg" }
+qkv_bias = { value = false, source = "cfg" }
+"""
+
+
+def test_a_well_formed_mla_moe_entry_loads():
+    tiny = parse(MLA_MODEL, "models.toml")["TinyMLA"]
+    assert tiny.kv_bytes_per_token() == (32 + 8) * 2 * 4
+    assert tiny.q_lora_rank is None and tiny.n_shared_experts is None
+    # q directly from hidden: 64 * 4 * 24; kv_a 64 * 40; kv_b 32 * 4 * 32; o 4 * 16 * 64.
+    assert tiny.attn_params_per_layer == 64 * 96 + 64 * 40 + 32 * 128 + 64 * 64
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new", "message"),
+    [
+        # New figures obey the same rule: no source, no figure.
+        (MLA_MODEL, 'kv_lora_rank = { value = 32, source = "cfg" }', "kv_lora_rank = { value = 32 }",
+         "no source"),
+        (MLA_MODEL, 'kv_lora_rank = { value = 32, source = "cfg" }', "", "missing"),
+        (MLA_MODEL, 'ffn = { value = 128, source = "cfg" }', 'ffn = { value = 128, source = "cfg" }\n'
+         'kv_heads = { value = 4, source = "cfg" }', "not allowed"),
+        (MLA_MODEL, 'attention = { value = "mla", source = "cfg" }',
+         'attention = { value = "mqa", source = "cfg" }', "gqa, mha or mla"),
+        (MLA_MODEL, 'moe_ffn = { value = 32, source = "cfg" }', "", "missing"),
+        (MLA_MODEL, 'experts_per_token = { value = 2, source = "cfg" }',
+         'experts_per_token = { value = 9, source = "cfg" }', "more than"),
+        (MLA_MODEL, 'first_dense_layers = { value = 1, source = "cfg" }', "", "not allowed"),
+        (MLA_MODEL, 'ffn = { value = 128, source = "cfg" }', "", "missing"),
+        (GOOD_MODEL, 'kv_heads = { value = 2, source = "cfg" }', "", "missing"),
+        (GOOD_MODEL, 'kv_heads = { value = 2, source = "cfg" }',
+         'kv_heads = { value = 3, source = "cfg" }', "GQA needs"),
+        (GOOD_MODEL, 'kv_heads = { value = 2, source = "cfg" }',
+         'kv_heads = { value = 2, source = "cfg" }\nattention = { value = "mha", source = "cfg" }',
+         "MHA needs"),
+        (GOOD_MODEL, 'ffn = { value = 128, source = "cfg" }',
+         'ffn = { value = 128, source = "cfg" }\nrouter_bias = { value = true, source = "cfg" }',
+         "not allowed"),
+        (GOOD_MODEL, 'ffn = { value = 128, source = "cfg" }',
+         'ffn = { value = 128, source = "cfg" }\nsliding_window = { value = 8, source = "cfg" }',
+         "layer_pattern"),
+        (GOOD_MODEL, 'ffn = { value = 128, source = "cfg" }',
+         'ffn = { value = 128, source = "cfg" }\nlayer_pattern = { value = "LG", source = "cfg" }',
+         "sliding_window"),
+        (GOOD_MODEL, 'ffn = { value = 128, source = "cfg" }',
+         'ffn = { value = 128, source = "cfg" }\nlayer_pattern = { value = "LX", source = "cfg" }',
+         "only 'L' and 'G'"),
+    ],
+)
+def test_a_model_of_the_wrong_shape_is_rejected(text, old, new, message):
+    assert old in text
+    with pytest.raises(CatalogError, match=message):
+        parse(text.replace(old, new), "models.toml")

@@ -1,29 +1,68 @@
-"""Plays test cases against a StopStreamer module and prints what it did, one JSON line per case.
+"""Plays one test case against a StopStreamer module: `run_case(module, case_input)`.
 
-Runs inside the sandbox with the student's file as `submission.py`, and in the worker against the
-reference. Standard library only, and nothing of ours: the sandbox has neither.
+Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
+reads the cases and sends the replies) and in the worker against the reference. Standard library
+only, and nothing of ours: the sandbox has neither.
 
-Input line:  {"id": "...", "input": {"tokens": [hex, ...], "stops": [str, ...], "include_stop": b}}
-Output line: {"id": "...", "output": {...}} or {"id": "...", "error": "..."}
+Case input: {"tokens": [hex, ...], "stops": [str, ...], "include_stop": bool}
+Output: {"stream": {...} or "stream_error": "...", "reference_output": [...] or
+"reference_output_error": "..."}; an error string starts with "Type: message" (checks.py compares
+the type) and goes on with the lines of the traceback that are in the module's own file.
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
-import traceback
-from typing import Any
+
+# `typing` costs ~4 ms of start-up in every sandbox run; the annotations are never evaluated
+# (postponed), so it is imported for type checkers only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Any
 
 # A correct output is about as long as the case's text (a few hundred characters); this bound
-# only stops a runaway submission from flooding the protocol.
-MAX_CASE_OUTPUT_CHARS = 32_000
+# only stops a runaway submission from flooding the result channel (child.py enforces it).
+MAX_OUTPUT_BYTES = 32_000
 MAX_ERROR_CHARS = 400
+# The innermost frames of the student's own file that an error string shows.
+TRACE_FRAMES = 3
+TRACE_LINE_CHARS = 160
 
 
-def _describe(exc: BaseException) -> str:
-    detail = str(exc)
+def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
+    """`File "submission.py", line N, in f` lines for the frames in `module`'s file only: the
+    driver's and the interpreter's frames say nothing to the student."""
+    import traceback  # only on an error: it costs start-up time in every sandbox run
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    path = os.path.abspath(path)
+    name = os.path.basename(path)
+    lines: list[str] = []
+    for frame in traceback.extract_tb(tb)[::-1]:  # innermost first, so the cap keeps them
+        if os.path.abspath(frame.filename) != path:
+            continue
+        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
+        if frame.line:
+            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
+        lines.append(text)
+        if len(lines) == TRACE_FRAMES:
+            break
+    return lines[::-1]
+
+
+def _describe(exc: BaseException, module: Any) -> str:
+    try:
+        detail = str(exc)
+    except Exception:  # a student's exception class can break __str__
+        detail = "<str() of the exception failed>"
     text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    frames = _own_frames(exc.__traceback__, module)
+    # Ends with a newline so whatever a check appends starts on a line of its own.
+    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _as_text(value: Any, what: str) -> str:
@@ -60,51 +99,18 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
             "stopped": bool(getattr(streamer, "stopped", False)),
             "stop_reason": _reason(getattr(streamer, "stop_reason", None)),
         }
+    except MemoryError:
+        raise  # a limit, not an answer: child.py reports it as one
     except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
-        out["stream_error"] = _describe(exc)
+        out["stream_error"] = _describe(exc, module)
     try:
         result = module.reference_output(list(tokens), list(stops), include)
         if not (isinstance(result, tuple | list) and len(result) == 2):
             raise TypeError(f"reference_output returned {type(result).__name__}, expected a pair")
         out["reference_output"] = [_as_text(result[0], "reference_output"), _reason(result[1])]
+    except MemoryError:
+        raise
     except (Exception, SystemExit) as exc:
-        out["reference_output_error"] = _describe(exc)
+        out["reference_output_error"] = _describe(exc, module)
     return out
 
-
-def _line(case_id: Any, output: dict[str, Any]) -> str:
-    line = json.dumps({"id": case_id, "output": output})
-    if len(line) > MAX_CASE_OUTPUT_CHARS:
-        line = json.dumps({"id": case_id, "error": "output for this case is too large "
-                           f"({len(line)} characters): push() returned far more text than the "
-                           "tokens decode to"})
-    return line
-
-
-def main() -> int:
-    # The protocol owns the real stdout; the submission's prints go to stderr.
-    protocol = sys.stdout
-    sys.stdout = sys.stderr
-    here = os.path.dirname(os.path.abspath(__file__))
-    if here not in sys.path:
-        sys.path.insert(0, here)  # python -I leaves the script's folder off sys.path
-    try:
-        import submission  # your file
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    for raw in sys.stdin:
-        if not raw.strip():
-            continue
-        case = json.loads(raw)
-        try:
-            line = _line(case["id"], run_case(submission, case["input"]))
-        except (Exception, SystemExit) as exc:
-            line = json.dumps({"id": case["id"], "error": _describe(exc)})
-        protocol.write(line + "\n")
-        protocol.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Q49 (exercises/gqa_vs_mla_tp): the canonical numbers, sensible variants, distinct mistakes."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import graders
+from exercises import registry, templating
+from exercises.gqa_vs_mla_tp import exercise as ex
+from exercises.mla_tp_copy import exercise as q22
+from exercises.spec import Mistake, Quantity
+from graders.selftest import answer_text
+
+FOLDER = Path(ex.__file__).resolve().parent
+TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
+PARTS = {p["id"]: p for p in TOML["parts"]}
+NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
+VARIANTS = [ex.generate(random.Random(seed)) for seed in range(200)]
+
+
+def tol(part: str) -> float:
+    return PARTS[part].get("tolerance", 0.02)
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    return abs(value - ref) <= max(rel, 1e-9) * abs(ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    for pid, part in PARTS.items():
+        assert pid in s, pid
+        if part["type"] == "number":
+            assert isinstance(s[pid], Quantity) and s[pid].unit == part.get("unit", ""), pid
+            assert ex.TOLERANCE[pid] == tol(pid), pid
+            if tol(pid) != 0.02:
+                assert part.get("tolerance_reason"), pid
+        if part["type"] == "choice":
+            assert s[pid] in {o["id"] for o in part["options"]}
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(s[pid], str)
+
+
+# ---------------------------------------------------------------------------------------------
+# The canonical variant reproduces facts-q26-q49.md, Q49 (and §0.2 of both notes files)
+
+
+def test_canonical_setting() -> None:
+    p = ex.CANONICAL
+    assert (p["gqa_model"], p["gpu"], p["tp"], p["context_k"], p["sessions"]) == (
+        "Llama-3.1-70B", "H200 SXM", 8, 32, 32)
+    assert ex.is_sensible(p)
+
+
+def test_canonical_per_token_and_per_gpu() -> None:
+    s = ex.solve(ex.CANONICAL)
+    # 2·80·8·128·2 = 327,680 B (320 KiB); (512 + 64)·61·2 = 70,272 B (68.6 KiB); 4.66×.
+    assert s["gqa_token"].value == 327_680 and s["mla_token"].value == 70_272
+    assert s["token_ratio"] == pytest.approx(4.66, abs=0.005)
+    # TP8 per GPU: GQA 40 KiB, MLA 68.6 KiB (1.72× GQA).
+    assert s["gqa_gpu"].value == 40_960 and s["mla_gpu"].value == 70_272
+    assert s["gpu_ratio"] == pytest.approx(1.72, abs=0.005)
+    # Per 128K request per GPU: GQA 5.0 GiB, MLA 8.6 GiB.
+    assert s["req128_gqa_gib"] == 5.0
+    assert s["req128_mla_gib"] == pytest.approx(8.6, abs=0.05)
+    # Whole-session figures: 32 × 32K sessions need 68.6 GiB/GPU on MLA, 40 GiB/GPU on GQA.
+    assert s["need_mla_gb"] * 1e9 / 2**30 == pytest.approx(68.6, abs=0.05)
+    assert s["need_gqa_gb"] * 1e9 / 2**30 == pytest.approx(40.0, abs=0.05)
+
+
+def test_canonical_budgets_match_q22() -> None:
+    # The notes' Q49 budgets (42.6 GiB, 106.5 GiB) use 141 GiB and a 4 GiB reserve; this exercise
+    # uses the convention of Q22 (141 × 10^9 B, 5 GB reserve), so both exercises show 37.8 GB.
+    s = ex.solve(ex.CANONICAL)
+    assert s["mla_w"] == 84.1 and s["gqa_w"] == 17.6
+    assert s["mla_budget"] == 37.8 and s["gqa_budget"] == 104.3
+    assert s["mla_budget"] == pytest.approx(q22.solve(q22.CANONICAL)["kv_space"].value)
+    assert ex.mla_checkpoint_bytes() == q22.checkpoint_bytes()
+    assert ex.mla_attention_bytes() == q22.attention_bytes()
+    # The story: MLA holds 16 sessions of 32K, GQA 77; 32 fit only on the GQA model.
+    assert s["mla_sessions"].value == 16 and s["gqa_sessions"] == 77
+    assert s["which_fits"] == "gqa_only"
+    assert s["dp_extra_gb"] == pytest.approx(9.99, abs=0.005)
+    assert s["fp8_row"] == 656 and s["fp8_gain"] == pytest.approx(1.756, abs=0.001)
+
+
+def test_replicated_heads_past_the_kv_head_count() -> None:
+    # Qwen3-30B-A3B has 4 KV heads: at TP8 each GPU keeps one whole head (Q46), 1/4 not 1/8.
+    s = ex.solve(dict(ex.CANONICAL, gqa_model="Qwen3-30B-A3B"))
+    assert s["replicated"] and s["copies"] == 2
+    assert s["gqa_gpu"].value == s["gqa_token"].value // 4
+    assert any(m.name == "split_past_heads" for m in ex.mistakes(
+        dict(ex.CANONICAL, gqa_model="Qwen3-30B-A3B")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants
+
+
+def test_variants_are_sensible_and_varied() -> None:
+    seen: dict[str, set[Any]] = {"fits": set(), "model": set(), "gpu": set(), "context": set()}
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        assert p["gqa_model"] in ex.DEPLOYMENTS[(p["gpu"], p["tp"])]
+        s = ex.solve(p)
+        for pid in NUMBER_PARTS:
+            assert math.isfinite(s[pid].value) and s[pid].value > 0
+        # MLA per GPU never splits; GQA per GPU never exceeds the whole model.
+        assert s["mla_gpu"].value == s["mla_token"].value
+        assert s["gqa_gpu"].value < s["gqa_token"].value
+        # The blurb's turn-over holds in every variant: per GPU, MLA stores more than GQA.
+        assert s["mla_gpu"].value > s["gqa_gpu"].value
+        seen["fits"].add(s["which_fits"])
+        seen["model"].add(p["gqa_model"])
+        seen["gpu"].add(p["gpu"])
+        seen["context"].add(p["context_k"])
+    assert seen["fits"] == {"both", "gqa_only", "mla_only", "neither"}
+    assert len(seen["model"]) == 5 and len(seen["gpu"]) == 3 and len(seen["context"]) == 5
+    assert len({tuple(sorted(p.items())) for p in VARIANTS}) >= 150
+
+
+def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
+        for pid in NUMBER_PARTS:
+            mine = [m for m in ms if m.part == pid]
+            assert len(mine) >= 2, (pid, p)
+            ref = float(s[pid].value)
+            for m in mine:
+                assert float(m.answer) > 0
+                assert not close(float(m.answer), ref, tol(pid)), (pid, m.name, p)
+            values = sorted(float(m.answer) for m in mine)
+            for a, b in zip(values, values[1:], strict=False):
+                assert not close(a, b, tol(pid)), (pid, a, b, p)
+        for m in ms:
+            if m.part == "which_fits":
+                assert m.answer != s["which_fits"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates and graders
+
+GIVENS = {"gqa_layers", "gqa_q_heads", "gqa_kv_heads", "gqa_head_dim", "mla_layers",
+          "mla_q_heads", "d_c", "d_r", "hbm_gb", "mem_util_pct", "usable_gb", "mla_w", "gqa_w",
+          "mla_budget", "gqa_budget", "context"}
+
+
+def test_templates_render_and_statement_shows_only_givens() -> None:
+    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
+    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
+    assert used <= GIVENS, used - GIVENS
+    solution = (FOLDER / "solution.md").read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS[:50]]:
+        s = ex.solve(p)
+        templating.render(statement, p, s)
+        templating.render(solution, p, s)
+    markers = re.findall(r"<!-- part: ([a-z0-9_]+) -->", solution)
+    assert markers == list(PARTS)
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake() -> None:
+    spec = registry.load(FOLDER)
+    for p in [ex.CANONICAL, *VARIANTS[:15]]:
+        s = ex.solve(p)
+        for pid in (*NUMBER_PARTS, "which_fits"):
+            r = graders.grade_answer(spec, pid, answer_text(spec.part(pid), s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in ex.mistakes(p):
+            r = graders.grade_answer(spec, m.part, answer_text(spec.part(m.part), m.answer), p,
+                                     seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)

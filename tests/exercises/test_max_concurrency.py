@@ -1,0 +1,242 @@
+"""Q42 (exercises/max_concurrency): the canonical numbers, the research notes' table replayed, and
+sensible, varied variants whose known mistakes stay distinct from the reference."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import graders
+from exercises import registry, templating
+from exercises.catalog import model
+from exercises.max_concurrency import exercise as ex
+from exercises.spec import ExerciseSpec, Mistake, Quantity
+from graders.selftest import answer_text
+
+FOLDER = Path(ex.__file__).resolve().parent
+TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
+PARTS = {p["id"]: p for p in TOML["parts"]}
+NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
+GIB = 2**30
+
+
+def tol(part: str) -> float:
+    return PARTS[part].get("tolerance", 0.02)
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    return value == ref if rel == 0 else abs(value - ref) <= rel * abs(ref)
+
+
+VARIANTS = [ex.generate(random.Random(seed)) for seed in range(200)]
+
+
+@pytest.fixture(scope="module")
+def spec() -> ExerciseSpec:
+    # Loaded by folder: registry.get() would load every exercise, including half-written ones.
+    return registry.load(FOLDER)
+
+
+# --- shape ------------------------------------------------------------------------------------
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    for pid, part in PARTS.items():
+        assert pid in s, pid
+        if part["type"] == "number":
+            assert isinstance(s[pid], Quantity) and s[pid].unit == part.get("unit", ""), pid
+            assert ex.TOLERANCE[pid] == tol(pid), pid
+            if tol(pid) != 0.02:
+                assert part.get("tolerance_reason"), pid
+        if part["type"] == "choice":
+            ids = {o["id"] for o in part["options"]}
+            assert set(s[pid]) <= ids and s[pid]
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(s[pid], str)
+        if part["type"] == "expression":
+            assert set(re.findall(r"[A-Za-z]+", s[pid])) - {"max"} <= set(part["symbols"])
+
+
+# --- the canonical variant --------------------------------------------------------------------
+
+
+def test_canonical_is_the_notes_setting() -> None:
+    p = ex.CANONICAL
+    # Research notes Q42: Llama-3.1-70B BF16 on H100, util 0.9, 2 + 1 GB reserved, B = 16, 128K.
+    assert (p["model"], p["gpu"], p["tp"], p["weight_bytes"]) == ("Llama-3.1-70B", "H100 SXM", 8, 2)
+    assert (p["util"], p["act_gb"], p["nontorch_gb"], p["max_model_len"]) == (0.9, 2.0, 1.0, 131072)
+    assert ex.is_sensible(p)
+
+
+def test_canonical_numbers_under_the_site_convention() -> None:
+    # 80 GB read as 80e9 B (facts-q01-q25 §0.3). Hand arithmetic:
+    # 2 x 80 layers x 1 head x 128 x 2 B = 40,960 B; 0.9 x 80 - 141.1 / 8 - 2 - 1 = 51.3625 GB;
+    # floor(51.3625e9 / (16 x 40,960)) = 78,372 blocks = 1,253,952 tokens; 78,372 / 8,192 = 9.567.
+    s = ex.solve(ex.CANONICAL)
+    assert s["kv_gpu"].value == 40_960
+    assert s["kv_model"] == 327_680  # notes §0.2: 320 KiB per token for Llama-3.1-70B
+    assert s["weights_gb"] == 141.1
+    assert s["kv_budget"].value == pytest.approx(51.3625, abs=1e-9)
+    assert s["blocks"] == 78_372
+    assert s["pool_tokens"].value == 1_253_952
+    assert s["max_conc"].value == pytest.approx(78_372 / 8_192)
+    assert f"{s['max_conc'].value:.2f}" == "9.57"
+    # The notes' "@8K" column: the same pool over 8,192-token requests.
+    assert s["avg_ceiling"] == 78_372 // 512 == 153
+    # TP4, the notes' other row: 80 KiB per token per GPU, 33.725 GB, 3.14x.
+    s4 = ex.solve(dict(ex.CANONICAL, tp=4))
+    assert s4["kv_gpu"].value == 81_920
+    assert s4["kv_budget"].value == pytest.approx(33.725, abs=1e-9)
+    assert s4["pool_tokens"].value == 25_730 * 16
+    # Doubling TP more than doubles concurrency (weights per GPU halve AND heads per GPU halve).
+    assert s["max_conc"].value / s4["max_conc"].value > 3
+
+
+@pytest.mark.parametrize(
+    ("tp", "weights_gib", "budget_gib", "kv_kib", "tokens", "blocks", "conc_128k", "conc_8k"),
+    [
+        # Research notes facts-q26-q49, Q42 worked table (80 GiB, util 0.9, 2 + 1 GiB reserved).
+        (4, 32.88, 36.12, 80, 473_488, 29_593, 3.61, 57.8),
+        (8, 16.44, 52.56, 40, 1_377_872, 86_117, 10.51, 168.2),
+    ],
+)
+def test_the_notes_table_replays_in_gib(tp, weights_gib, budget_gib, kv_kib, tokens, blocks,
+                                        conc_128k, conc_8k) -> None:
+    # The notes read an H100 as 80 GiB; the exercise reads it as 80e9 B (the site convention). The
+    # same formulas with the notes' convention give the notes' table; the notes used 70.6e9
+    # parameters where the catalog counts 70.55e9 (norm vectors included), hence 0.3 % slack.
+    m = model("Llama-3.1-70B")
+    w_gpu = m.weight_bytes(2) / tp
+    assert w_gpu / GIB == pytest.approx(weights_gib, rel=3e-3)
+    budget = ex.kv_budget_bytes(80 * GIB, 0.9, w_gpu, 3 * GIB)
+    assert budget / GIB == pytest.approx(budget_gib, rel=3e-3)
+    kv = m.kv_bytes_per_token_per_gpu(tp)
+    assert kv == kv_kib * 1024
+    n = ex.num_blocks(budget, kv)
+    assert n == pytest.approx(blocks, rel=3e-3)
+    assert n * ex.BLOCK == pytest.approx(tokens, rel=3e-3)
+    assert ex.max_concurrency(n, 131_072) == pytest.approx(conc_128k, rel=3e-3)
+    assert ex.max_concurrency(n, 8_192) == pytest.approx(conc_8k, rel=3e-3)
+
+
+def test_heads_stop_splitting_at_the_kv_head_count() -> None:
+    # Qwen3-30B-A3B has 4 KV heads: TP8 stores each head on two GPUs, so KV per GPU equals TP4's.
+    base = {"model": "Qwen3-30B-A3B", "gpu": "H100 SXM", "weight_bytes": 2, "util": 0.9,
+            "act_gb": 2.0, "nontorch_gb": 1.0, "max_model_len": 32768, "avg_tokens": 2000}
+    s4, s8 = ex.solve(dict(base, tp=4)), ex.solve(dict(base, tp=8))
+    assert s4["kv_gpu"].value == s8["kv_gpu"].value == 2 * 48 * 1 * 128 * 2
+    assert s8["replicated"] and s8["replicas"] == 2 and not s4["replicated"]
+    names = {m.name for m in ex.mistakes(dict(base, tp=8)) if m.part == "kv_gpu"}
+    assert "split_past_heads" in names
+
+
+# --- variants ---------------------------------------------------------------------------------
+
+
+def test_every_variant_is_sensible_and_finite() -> None:
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        s = ex.solve(p)
+        for key, value in s.items():
+            value = value.value if isinstance(value, Quantity) else value
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            assert math.isfinite(value) and value >= 0, (key, value, p)
+        assert s["max_conc"].value >= 2 and s["kv_budget"].value >= 5
+        assert p["max_model_len"] % ex.BLOCK == 0
+
+
+def test_variants_differ_and_cover_the_catalog() -> None:
+    keys = {tuple(sorted(p.items())) for p in VARIANTS}
+    assert len(keys) > 150
+    assert len({p["model"] for p in VARIANTS}) >= 6 and len({p["gpu"] for p in VARIANTS}) == 4
+    # Both sides of the max(1, H/T) occur.
+    assert any(ex.solve(p)["replicated"] for p in VARIANTS)
+    assert any(not ex.solve(p)["replicated"] for p in VARIANTS)
+    answers = {round(ex.solve(p)["max_conc"].value, 3) for p in VARIANTS}
+    assert len(answers) > 100
+
+
+def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
+        for pid in NUMBER_PARTS:
+            mine = [m for m in ms if m.part == pid]
+            assert len(mine) >= 2, (pid, p)
+            ref = float(s[pid].value)
+            for m in mine:
+                assert float(m.answer) > 0
+                assert not close(float(m.answer), ref, tol(pid)), (pid, m.name, p)
+            values = sorted(float(m.answer) for m in mine)
+            for a, b in zip(values, values[1:], strict=False):
+                assert not close(a, b, max(tol(pid), 1e-9)), (pid, a, b, p)
+        for m in ms:
+            if m.part == "ceiling":
+                assert sorted(m.answer) != sorted(s["ceiling"])
+
+
+# --- templates --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["statement.md", "solution.md"])
+def test_templates_render_for_every_variant(which: str) -> None:
+    template = (FOLDER / which).read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS]:
+        text = templating.render(template, p, ex.solve(p), which)
+        assert "{{" not in text and " 1 GPUs" not in text
+
+
+def test_solution_has_one_section_per_part_in_order() -> None:
+    text = (FOLDER / "solution.md").read_text(encoding="utf-8")
+    assert re.findall(r"<!-- part: ([a-z0-9_]+) -->", text) == list(PARTS)
+
+
+def test_canonical_solution_quotes_the_numbers() -> None:
+    s = ex.solve(ex.CANONICAL)
+    text = templating.render((FOLDER / "solution.md").read_text(encoding="utf-8"), ex.CANONICAL, s)
+    for figure in ["40,960 B", "51.36 GB", "78,372", "1,253,952 tokens", "9.57x", "17.64"]:
+        assert figure in text, figure
+
+
+def test_selftest_cases_are_well_formed() -> None:
+    cases = tomllib.loads((FOLDER / "selftest.toml").read_text(encoding="utf-8"))["case"]
+    assert all(c["part"] in PARTS and (c.get("invalid") or "score" in c) for c in cases)
+    assert any(c.get("invalid") for c in cases)
+    assert any(c["answer"] == "81920 B" and c["score"] == 0 for c in cases)  # off by 2x
+    assert any(c["answer"] == "47.83 GiB" and c["score"] == 1 for c in cases)  # converted
+
+
+# --- the platform's graders -------------------------------------------------------------------
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
+    inline = [pid for pid, part in PARTS.items() if part["type"] in ("number", "choice")]
+    for p in [ex.CANONICAL, *VARIANTS[:30]]:
+        s = ex.solve(p)
+        for pid in inline:
+            r = graders.grade_answer(spec, pid, answer_text(spec.part(pid), s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in ex.mistakes(p):
+            if m.part == "formula":
+                continue  # the formula grader runs sympy in a child process: canonical only
+            r = graders.grade_answer(spec, m.part, answer_text(spec.part(m.part), m.answer), p,
+                                     seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)
+
+
+def test_the_formula_grader_separates_every_mistake(spec: ExerciseSpec) -> None:
+    p = ex.CANONICAL
+    s = ex.solve(p)
+    assert graders.grade_answer(spec, "formula", s["formula"], p, seed=1).score == 1.0
+    for m in ex.mistakes(p):
+        if m.part == "formula":
+            r = graders.grade_answer(spec, "formula", m.answer, p, seed=1)
+            assert r.score == 0.0 and r.feedback == m.feedback, m.name

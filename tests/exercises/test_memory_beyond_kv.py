@@ -1,0 +1,176 @@
+"""Q44 (exercises/memory_beyond_kv): the canonical ledger, the research notes' figures replayed,
+and sensible, varied variants whose known mistakes stay distinct from the reference."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import graders
+from exercises import registry, templating
+from exercises.catalog import model
+from exercises.memory_beyond_kv import exercise as ex
+from exercises.spec import ExerciseSpec, Mistake, Quantity
+from graders.selftest import answer_text
+
+FOLDER = Path(ex.__file__).resolve().parent
+TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
+PARTS = {p["id"]: p for p in TOML["parts"]}
+NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
+GIB = 2**30
+
+
+def tol(part: str) -> float:
+    return PARTS[part].get("tolerance", 0.02)
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    return abs(value - ref) <= rel * abs(ref)
+
+
+VARIANTS = [ex.generate(random.Random(seed)) for seed in range(200)]
+
+
+@pytest.fixture(scope="module")
+def spec() -> ExerciseSpec:
+    return registry.load(FOLDER)
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    for pid, part in PARTS.items():
+        assert pid in s, pid
+        if part["type"] == "number":
+            assert isinstance(s[pid], Quantity) and s[pid].unit == part.get("unit", ""), pid
+            assert ex.TOLERANCE[pid] == tol(pid), pid
+            if tol(pid) != 0.02:
+                assert part.get("tolerance_reason"), pid
+        if part["type"] == "choice":
+            assert set(s[pid]) <= {o["id"] for o in part["options"]}
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(s[pid], str)
+
+
+# --- the canonical ledger ---------------------------------------------------------------------
+
+
+def test_canonical_is_the_notes_setting() -> None:
+    p = ex.CANONICAL
+    # Research notes Q44 ledger: Llama-3.1-8B BF16, H100, util 0.9, activations 4, non-torch 1,
+    # graphs 0.5; vLLM's H100 API-server defaults of 8,192 batched tokens and 1,024 sequences.
+    assert (p["model"], p["gpu"], p["tp"], p["weight_bytes"]) == ("Llama-3.1-8B", "H100 SXM", 1, 2)
+    assert (p["util"], p["act_gb"], p["nontorch_gb"], p["graphs_gb"]) == (0.9, 4.0, 1.0, 0.5)
+    assert (p["max_batched"], p["max_seqs"]) == (8192, 1024)
+    assert ex.is_sensible(p)
+    # The generator's stand-in for a measured peak agrees with the notes' 4 GB here.
+    assert ex.profiled_activation_gb("Llama-3.1-8B", 1, 8192, 1024) == 4.0
+
+
+def test_canonical_numbers_under_the_site_convention() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert s["mlp_peak"].value * 1e9 == pytest.approx(8192 * 2 * 14336 * 2)  # 469,762,048 B
+    assert s["logits"].value * 1e9 == pytest.approx(1024 * 128256 * 4)  # notes: 525 MB
+    assert s["weights_gb"] == 16.06
+    assert s["kv_pool"].value == pytest.approx(72 - 16.06 - 4 - 1 - 0.5, abs=1e-9)  # 50.44 GB
+    assert s["kv_gpu"] == 131_072  # notes §0.2: 128 KiB per token for Llama-3.1-8B
+    assert s["other_tokens"].value == pytest.approx(5.5e9 / 131_072)  # 41,962
+    assert s["prompt_logprobs_gb"] == pytest.approx(8192 * 128256 * 4 / 1e9)  # 4.20 GB
+
+
+def test_the_notes_ledger_replays_in_gib() -> None:
+    # facts-q26-q49 Q44: "requested 72 GiB - weights 14.96 - activations 4 - non-torch 1 -
+    # graphs 0.5 = 51.54 GiB KV". Same formula, the notes' 80 GiB convention.
+    w = model("Llama-3.1-8B").weight_bytes(2)
+    assert w / GIB == pytest.approx(14.96, abs=5e-3)
+    pool = ex.kv_pool_bytes(80 * GIB, 0.9, w, 4 * GIB, 1 * GIB, 0.5 * GIB)
+    assert pool / GIB == pytest.approx(51.54, abs=5e-3)
+    # And the notes' activation example: a 70B MLP's gate+up output for 8,192 tokens at TP1.
+    assert ex.mlp_peak_bytes(8192, 28672, 1) / 1e9 == pytest.approx(0.94, abs=5e-3)
+
+
+# --- variants ---------------------------------------------------------------------------------
+
+
+def test_every_variant_is_sensible_and_finite() -> None:
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        s = ex.solve(p)
+        for key, value in s.items():
+            value = value.value if isinstance(value, Quantity) else value
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            assert math.isfinite(value) and value >= 0, (key, value, p)
+        assert p["act_gb"] >= s["mlp_peak"].value + s["logits"].value
+        assert not model(p["model"]).is_moe
+
+
+def test_variants_differ() -> None:
+    assert len({tuple(sorted(p.items())) for p in VARIANTS}) > 150
+    assert len({p["model"] for p in VARIANTS}) >= 5 and len({p["tp"] for p in VARIANTS}) >= 3
+    assert len({round(ex.solve(p)["kv_pool"].value, 2) for p in VARIANTS}) > 100
+
+
+def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
+        for pid in NUMBER_PARTS:
+            mine = [m for m in ms if m.part == pid]
+            assert len(mine) >= 2, (pid, p)
+            ref = float(s[pid].value)
+            for m in mine:
+                assert float(m.answer) > 0
+                assert not close(float(m.answer), ref, tol(pid)), (pid, m.name, p)
+            values = sorted(float(m.answer) for m in mine)
+            for a, b in zip(values, values[1:], strict=False):
+                assert not close(a, b, tol(pid)), (pid, a, b, p)
+        for m in ms:
+            if m.part == "measured":
+                assert sorted(m.answer) != sorted(s["measured"])
+
+
+@pytest.mark.parametrize("which", ["statement.md", "solution.md"])
+def test_templates_render_for_every_variant(which: str) -> None:
+    template = (FOLDER / which).read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS]:
+        text = templating.render(template, p, ex.solve(p), which)
+        assert "{{" not in text and " 1 GPUs" not in text
+
+
+def test_solution_has_one_section_per_part_in_order() -> None:
+    text = (FOLDER / "solution.md").read_text(encoding="utf-8")
+    assert re.findall(r"<!-- part: ([a-z0-9_]+) -->", text) == list(PARTS)
+
+
+def test_canonical_solution_quotes_the_numbers() -> None:
+    s = ex.solve(ex.CANONICAL)
+    text = templating.render((FOLDER / "solution.md").read_text(encoding="utf-8"), ex.CANONICAL, s)
+    for figure in ["469.8", "0.470 GB", "525.3", "0.525 GB", "50.44", "41,962 tokens", "4.20 GB"]:
+        assert figure in text, figure
+
+
+def test_selftest_cases_are_well_formed() -> None:
+    cases = tomllib.loads((FOLDER / "selftest.toml").read_text(encoding="utf-8"))["case"]
+    assert all(c["part"] in PARTS and (c.get("invalid") or "score" in c) for c in cases)
+    assert any(c.get("invalid") for c in cases)
+    assert any(c["answer"] == "1.05 GB" and c["score"] == 0 for c in cases)  # off by 2x
+    assert any(c["answer"] == "448 MiB" and c["score"] == 1 for c in cases)  # converted
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
+    inline = [pid for pid, part in PARTS.items() if part["type"] in ("number", "choice")]
+    for p in [ex.CANONICAL, *VARIANTS[:30]]:
+        s = ex.solve(p)
+        for pid in inline:
+            r = graders.grade_answer(spec, pid, answer_text(spec.part(pid), s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in ex.mistakes(p):
+            r = graders.grade_answer(spec, m.part, answer_text(spec.part(m.part), m.answer), p,
+                                     seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)

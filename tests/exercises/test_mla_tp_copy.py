@@ -1,0 +1,193 @@
+"""Q22 (exercises/mla_tp_copy): the canonical numbers, sensible variants, distinct mistakes."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import graders
+from exercises import registry, templating
+from exercises.catalog import model
+from exercises.mla_tp_copy import exercise as ex
+from exercises.spec import Mistake, Quantity
+from graders.selftest import answer_text
+
+FOLDER = Path(ex.__file__).resolve().parent
+TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
+PARTS = {p["id"]: p for p in TOML["parts"]}
+NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
+VARIANTS = [ex.generate(random.Random(seed)) for seed in range(200)]
+
+
+def tol(part: str) -> float:
+    return PARTS[part].get("tolerance", 0.02)
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    return abs(value - ref) <= max(rel, 1e-9) * abs(ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    for pid, part in PARTS.items():
+        assert pid in s, pid
+        if part["type"] == "number":
+            assert isinstance(s[pid], Quantity) and s[pid].unit == part.get("unit", ""), pid
+            assert ex.TOLERANCE[pid] == tol(pid), pid
+        if part["type"] == "choice":
+            ids = {o["id"] for o in part["options"]}
+            assert set(s[pid]) <= ids and len(s[pid]) < len(ids)
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(s[pid], str)
+
+
+# ---------------------------------------------------------------------------------------------
+# The canonical variant reproduces facts-q01-q25.md, Q22 (8 x H200, utilisation 0.9, 5 GB/GPU)
+
+
+def test_canonical_setting() -> None:
+    assert ex.CANONICAL == {"gpu": "H200 SXM", "tp": 8, "mem_util": 0.9, "reserve_gb": 5}
+    assert ex.is_sensible(ex.CANONICAL)
+
+
+def test_checkpoint_and_attention_bytes_from_the_config() -> None:
+    # Notes: "≈ 673 GB → 84.1 GB per GPU"; attention 61 × 187.1 M = 11.41 B params, FP8.
+    assert ex.checkpoint_bytes() / 1e9 == pytest.approx(673.15, abs=0.01)
+    m = model("DeepSeek-V3")
+    assert m.attn_params_per_layer == 187_105_280
+    assert ex.attention_bytes() / 1e9 == pytest.approx(11.416, abs=0.001)
+    # The FP8 share is every matrix except the BF16 embedding, head and routers.
+    assert m.kv_bytes_per_token(2) == 70_272
+
+
+def test_canonical_numbers() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert s["ckpt_gb"] == 673 and s["w_gpu"] == 84.1 and s["attn_gb"] == 11.42
+    # 141 · 0.9 − 84.1 − 5 = 37.8 GB → 537 K tokens at 70,272 B/token.
+    assert s["kv_space"].value == pytest.approx(37.8)
+    assert s["tp_tokens"].value == pytest.approx(537_910, abs=1)
+    assert math.floor(s["tp_tokens"].value / 1e3) == 537
+    # 7/8 = 87.5 % of the KV memory is duplicates: 7 × 37.8 = 264.6 GB.
+    assert s["waste_pct"] == 87.5
+    assert s["waste"].value == pytest.approx(264.6)
+    # DP8: +9.99 GB/GPU → 27.8 GB → 395 K tokens per GPU → 3.16 M per node, 5.9×.
+    assert s["dp_extra"].value == pytest.approx(9.99, abs=0.005)
+    assert s["dp_kv_gb"] == pytest.approx(27.8, abs=0.01)
+    assert math.floor(s["dp_tokens_gpu"] / 1e3) == 395
+    assert s["dp_tokens"].value == pytest.approx(3.16e6, rel=0.005)
+    assert s["gain"] == pytest.approx(5.9, abs=0.02)
+    # FP8 latent (FlashMLA, 40,016 B/token): 944 K tokens, still replicated.
+    assert s["fp8_kappa"] == 40_016
+    assert math.floor(s["fp8_ktokens"]) == 944
+    # Appendix E point 1: on the 143,771 MiB nvidia-smi reports, 662 K / 4.16 M (the notes
+    # truncate; the values are 662,843 and 4.165 M).
+    assert s["reported_kv_gb"] * 1e9 / s["kappa"] == pytest.approx(662e3, rel=0.002)
+    assert "4.17 M" in s["reported_note"]
+
+
+def test_gqa_contrast() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert s["llama_kappa_gpu"] == 40_960 and s["llama_dup"] == 1
+    s16 = ex.solve(dict(ex.CANONICAL, tp=16))
+    assert s16["llama_dup"] == 2  # past 8 KV heads, Llama duplicates too (Q46)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants
+
+
+def test_variants_are_sensible_and_varied() -> None:
+    seen: dict[str, set[Any]] = {"deployment": set(), "util": set()}
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        assert (p["gpu"], p["tp"]) in ex.DEPLOYMENTS
+        s = ex.solve(p)
+        for pid in NUMBER_PARTS:
+            assert math.isfinite(s[pid].value) and s[pid].value > 0
+        # The story holds in every variant: TP holds one GPU's worth, DP several times more.
+        assert s["tp_tokens"].value == pytest.approx(s["tokens_gpu"])
+        assert s["dp_tokens"].value > 2 * s["tp_tokens"].value
+        seen["deployment"].add((p["gpu"], p["tp"]))
+        seen["util"].add(p["mem_util"])
+    assert seen["deployment"] == set(ex.DEPLOYMENTS) and len(seen["util"]) >= 3
+
+
+def test_200_variants_differ() -> None:
+    # "200 random variants ... differ from each other": parameters and answers alike.
+    assert len({tuple(sorted(p.items())) for p in VARIANTS}) >= 150
+    answers = {tuple(f"{s[pid].value:.6g}" if isinstance(s[pid], Quantity)
+                     else str(s[pid]) for pid in PARTS)
+               for s in (ex.solve(p) for p in VARIANTS)}
+    assert len(answers) >= 150
+    graded = {tuple(f"{ex.solve(p)[pid].value:.6g}" for pid in NUMBER_PARTS) for p in VARIANTS}
+    assert len(graded) >= 150
+
+
+def test_drawn_settings_are_rounded_as_displayed() -> None:
+    for p in VARIANTS:
+        assert 0.80 <= p["mem_util"] <= 0.95 and round(p["mem_util"], 2) == p["mem_util"]
+        assert 3 <= p["reserve_gb"] <= 8 and (2 * p["reserve_gb"]) % 1 == 0
+        # Whole reserves stay ints, so the statement shows "5 GB", not "5.0 GB".
+        assert isinstance(p["reserve_gb"], int) or p["reserve_gb"] % 1 == 0.5
+        s = ex.solve(p)
+        assert s["usable_gb"] == pytest.approx(s["hbm_gb"] * p["mem_util"], abs=1e-9)
+
+
+def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
+        for pid in NUMBER_PARTS:
+            mine = [m for m in ms if m.part == pid]
+            assert len(mine) >= 2, (pid, p)
+            ref = float(s[pid].value)
+            for m in mine:
+                assert float(m.answer) > 0
+                assert not close(float(m.answer), ref, tol(pid)), (pid, m.name, p)
+            values = sorted(float(m.answer) for m in mine)
+            for a, b in zip(values, values[1:], strict=False):
+                assert not close(a, b, tol(pid)), (pid, a, b, p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Templates and graders
+
+GIVENS = {"layers", "q_heads", "d_c", "d_r", "hbm_gb", "mem_util_pct", "ckpt_gb", "w_gpu",
+          "attn_gb", "attn_params_b", "heads_gpu"}
+
+
+def test_templates_render_and_statement_shows_only_givens() -> None:
+    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
+    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
+    assert used <= GIVENS, used - GIVENS
+    solution = (FOLDER / "solution.md").read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS[:50]]:
+        s = ex.solve(p)
+        templating.render(statement, p, s)
+        templating.render(solution, p, s)
+    markers = re.findall(r"<!-- part: ([a-z0-9_]+) -->", solution)
+    assert markers == list(PARTS)
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake() -> None:
+    spec = registry.load(FOLDER)
+    for p in [ex.CANONICAL, *VARIANTS[:15]]:
+        s = ex.solve(p)
+        for pid in (*NUMBER_PARTS, "fix_costs"):
+            r = graders.grade_answer(spec, pid, answer_text(spec.part(pid), s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in ex.mistakes(p):
+            r = graders.grade_answer(spec, m.part, answer_text(spec.part(m.part), m.answer), p,
+                                     seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)

@@ -1,0 +1,251 @@
+"""Q43 (exercises/paging_waste_bound): the worked numbers of the facts notes, sensible variants,
+distinct mistakes, and a brute-force allocator that checks the bound and the expectation."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+import re
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import graders
+from exercises import registry, templating
+from exercises.spec import ExerciseSpec, Mistake, Quantity
+from graders.selftest import answer_text
+
+FOLDER = Path(__file__).resolve().parents[2] / "exercises" / "paging_waste_bound"
+
+
+def _load() -> ModuleType:
+    # Loaded by path, as the registry does: exercise folders are not packages.
+    spec = importlib.util.spec_from_file_location("paging_waste_bound_exercise",
+                                                  FOLDER / "exercise.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ex = _load()
+TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
+PARTS = {p["id"]: p for p in TOML["parts"]}
+NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
+VARIANTS: list[dict[str, Any]] = [ex.generate(random.Random(seed)) for seed in range(200)]
+
+
+def tol(part: str) -> float:
+    return PARTS[part].get("tolerance", 0.02)
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    return value == ref if rel == 0 else abs(value - ref) <= rel * abs(ref)
+
+
+@pytest.fixture(scope="module")
+def spec() -> ExerciseSpec:
+    return registry.load(FOLDER)
+
+
+# --- shape -----------------------------------------------------------------------------------
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    for pid, part in PARTS.items():
+        assert pid in s, pid
+        if part["type"] == "number":
+            assert isinstance(s[pid], Quantity) and s[pid].unit == part["unit"], pid
+            assert ex.TOLERANCE[pid] == tol(pid), pid
+            if tol(pid) != 0.02:
+                assert part.get("tolerance_reason"), pid
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(s[pid], str)
+    assert set(s["trade"]) <= {o["id"] for o in PARTS["trade"]["options"]}
+
+
+# --- the facts notes' worked numbers (facts-q26-q49.md, Q43) ---------------------------------
+
+def test_canonical_reproduces_the_worked_numbers() -> None:
+    p = ex.CANONICAL
+    assert (p["n_seqs"], p["mean_len"], p["block_small"], p["block_large"],
+            p["shared_prefix"]) == (256, 1000, 16, 128, 2000)
+    assert ex.is_sensible(p)
+    s = ex.solve(p)
+    # B = 16: expected 7.5 x 256 = 1,920 tokens = 0.75 %; worst 3,840 = 1.5 %.
+    assert s["expected_tokens_small"] == 1920 and s["expected_pct_small"] == pytest.approx(0.75)
+    assert s["worst_tokens_small"] == 3840 and s["worst_pct_small"] == pytest.approx(1.5)
+    # B = 128: expected 63.5 x 256 = 16,256 = 6.35 %; worst 12.7 %.
+    assert s["expected_tokens_large"] == 16256
+    assert s["expected_pct"].value == pytest.approx(6.35)
+    assert s["worst_pct_large"] == pytest.approx(12.7)
+    # Prefix granularity: 2,000 shared tokens hit 2,000 at B = 16 and 1,920 at B = 128; an exact
+    # repeat of the 2,000 tokens hits 1,984 at 16 (last-token rule) and 1,920 at 128.
+    assert s["hit_small"] == 2000 and s["prefix_hit"].value == 1920 and s["lost_large"] == 80
+    assert s["repeat_hit_small"] == 1984 and s["repeat_hit_large"] == 1920
+    # In bytes (our addition, Llama-3.1-70B BF16: 327,680 B/token): 32,512 x 327,680 B.
+    assert s["kappa"] == 327_680
+    assert s["worst_tokens_large"] == 32_512
+    assert s["worst_gb"].value == pytest.approx(10.653532, rel=1e-6)
+    assert s["bound"] == "N*(B-1)"
+
+
+# --- a brute-force allocator: the bound holds, is tight, and the mean is (B - 1)/2 -----------
+
+def _allocated_slots(length: int, block: int) -> int:
+    """Slots a sequence holds when blocks are taken one at a time, on demand."""
+    blocks = 0
+    for written in range(length):
+        if written == blocks * block:  # the last block is full (or there is none): take one
+            blocks += 1
+    return blocks * block
+
+
+def test_on_demand_allocation_meets_the_bound_and_the_expectation() -> None:
+    rng = random.Random(43)
+    for block in (16, 64, 128):
+        lengths = [rng.randint(1, 5000) for _ in range(300)]
+        waste = [_allocated_slots(n, block) - n for n in lengths]
+        assert all(0 <= w <= block - 1 for w in waste)
+        assert sum(waste) <= len(lengths) * (block - 1)
+        # Tight: lengths of the form kB + 1 waste exactly B - 1 each.
+        tight = [3 * block + 1] * 10
+        assert sum(_allocated_slots(n, block) - n for n in tight) == 10 * (block - 1)
+        # Lengths covering every remainder equally: the mean waste is (B - 1)/2 exactly.
+        even = range(block, 3 * block)
+        mean = sum(_allocated_slots(n, block) - n for n in even) / len(even)
+        assert mean == pytest.approx((block - 1) / 2)
+
+
+def test_prefix_hit_is_whole_blocks_of_the_shared_part() -> None:
+    # A direct model of the block-wise lookup: compare block by block, stop at the first that
+    # differs; only full blocks of the cached prompt exist.
+    rng = random.Random(7)
+    for _ in range(200):
+        block = rng.choice((16, 64, 128, 256))
+        shared = rng.randint(1, 6000)
+        cached = list(range(shared)) + [-1] * rng.randint(1, 500)
+        new = list(range(shared)) + [-2] * rng.randint(1, 500)
+        hit = 0
+        while (hit + block <= len(cached) and hit + block <= len(new)
+               and cached[hit:hit + block] == new[hit:hit + block]):
+            hit += block
+        assert hit == shared // block * block
+
+
+# --- variants --------------------------------------------------------------------------------
+
+def test_variants_are_sensible_and_differ() -> None:
+    seen = {"model": set(), "block_large": set(), "kv_dtype": set()}
+    for p in [ex.CANONICAL, *VARIANTS]:
+        assert ex.is_sensible(p), p
+        s = ex.solve(p)
+        for pid in NUMBER_PARTS:
+            assert math.isfinite(s[pid].value) and s[pid].value > 0, (pid, p)
+        assert 0 < s["prefix_hit"].value < p["shared_prefix"]
+        assert s["live_gb"] <= s["pool_gb"]
+        for k in seen:
+            seen[k].add(p[k])
+    assert len({tuple(sorted(p.items())) for p in VARIANTS}) >= 190
+    answers = {tuple(ex.solve(p)[pid].value for pid in NUMBER_PARTS) for p in VARIANTS}
+    assert len(answers) >= 190
+    assert len({ex.solve(p)["worst_gb"].value for p in VARIANTS}) >= 150
+    for p in VARIANTS:
+        assert ex.SEQS[0] <= p["n_seqs"] <= ex.SEQS[1]
+        assert ex.MEAN_LENS[0] <= p["mean_len"] <= ex.MEAN_LENS[1] and p["mean_len"] % 100 == 0
+    assert seen["block_large"] == set(ex.LARGE_BLOCKS) and seen["kv_dtype"] == {"BF16", "FP8"}
+    assert len(seen["model"]) >= 4
+
+
+def test_deployments_exist_in_the_catalog() -> None:
+    from exercises.catalog import gpu, model
+    for name, gpu_name, tp in ex.DEPLOYMENTS:
+        m = model(name)
+        assert m.kv_heads % tp == 0 and gpu(gpu_name).hbm_gb > 0
+
+
+# --- mistakes --------------------------------------------------------------------------------
+
+def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
+        for pid in NUMBER_PARTS:
+            values = [float(m.answer) for m in ms if m.part == pid]
+            assert len(values) >= 2, (pid, p)
+            ref = float(s[pid].value)
+            for v in values:
+                assert math.isfinite(v) and v > 0
+                assert not close(v, ref, tol(pid)), (pid, v, ref)
+            values.sort()
+            for a, b in zip(values, values[1:], strict=False):
+                assert not close(a, b, max(tol(pid), 1e-9)), (pid, a, b)
+        for m in ms:
+            if m.part == "trade":
+                assert set(m.answer) != set(s["trade"])
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
+    for p in [ex.CANONICAL, *VARIANTS[:25]]:
+        s = ex.solve(p)
+        for pid in (*NUMBER_PARTS, "trade"):
+            part = spec.part(pid)
+            r = graders.grade_answer(spec, pid, answer_text(part, s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in ex.mistakes(p):
+            if m.part == "bound":
+                continue  # formula equivalence runs in a child process: checked once below
+            part = spec.part(m.part)
+            r = graders.grade_answer(spec, m.part, answer_text(part, m.answer), p, seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)
+
+
+def test_bound_formula_and_its_mistakes(spec: ExerciseSpec) -> None:
+    p = ex.CANONICAL
+    part = spec.part("bound")
+    assert graders.grade_answer(spec, "bound", "N*B - N", p, seed=1).score == 1.0
+    for m in ex.mistakes(p):
+        if m.part == "bound":
+            r = graders.grade_answer(spec, "bound", answer_text(part, m.answer), p, seed=1)
+            assert r.score == 0.0 and r.feedback == m.feedback, m.name
+
+
+# --- templates -------------------------------------------------------------------------------
+
+STATEMENT_GIVENS = {"layers", "kv_heads", "q_heads", "head_dim", "dtype_bytes", "attn_desc"}
+
+
+def test_templates_render_for_every_variant(spec: ExerciseSpec) -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        text = templating.render(spec.statement_template, p, s, "statement.md")
+        text += templating.render(spec.solution_template, p, s, "solution.md")
+        assert "nan" not in text.lower().split()
+    _, sections = templating.split_sections(spec.solution_template)
+    assert list(sections) == list(PARTS)
+
+
+def test_statement_shows_only_givens() -> None:
+    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(
+        (FOLDER / "statement.md").read_text(encoding="utf-8")) if m.group(1) == "s"}
+    assert used <= STATEMENT_GIVENS, used - STATEMENT_GIVENS
+
+
+def test_canonical_solution_quotes_the_worked_numbers(spec: ExerciseSpec) -> None:
+    text = templating.render(spec.solution_template, ex.CANONICAL, ex.solve(ex.CANONICAL))
+    for figure in ["327,680", "32,512", "10.65 GB", "12.7 %", "6.35 %", "0.75 %", "1,920 tokens",
+                   "1,984", "80 shared tokens"]:
+        assert figure in text, figure
+    assert not re.search(r"\{\{|\}\}", text)
+
+
+def test_selftest_has_the_required_cases() -> None:
+    cases = tomllib.loads((FOLDER / "selftest.toml").read_text(encoding="utf-8"))["case"]
+    assert any(c.get("invalid") for c in cases)
+    assert any(c["answer"] == "21.3 GB" and c["score"] == 0 for c in cases)  # off by 2x
+    assert any(c["answer"] == "9.92 GiB" and c["score"] == 1 for c in cases)  # converted unit
