@@ -1,25 +1,49 @@
 """Grades a `code` part: the student's Python runs in the sandbox, the checks run here.
 
 The exercise's `code/` folder supplies three trusted modules: `checks.py` (the cases and the
-checks), `driver.py` (plays a case against a module) and `reference.py`. The reference's outputs
-are computed in this process with the same driver, so hidden expectations never enter the sandbox;
-the student's file runs once, in the sandbox, as `submission.py`, with every case on stdin.
+checks), `driver.py` (`run_case(module, case_input)` plays one case) and `reference.py`. The
+reference's outputs are computed in this process with the same driver, so hidden expectations
+never enter the sandbox; checks.py, reference.py and the mutants are never copied in.
+
+Inside the sandbox (runners/relay.py has the whole picture):
+
+    this worker --stdin: key, limits, case inputs--> relay.py --fd 3: one case--> child.py
+                <--stdout: sealed records---------            <--fd 4: one reply--  driver.py
+                <--stderr: the student's prints---            <--fd 1+2: prints--  submission.py
+
+Only the relay's stdout is believed: each line carries a keyed BLAKE2b seal over its sequence
+number and body, with a key made here per run and read by the relay before any student code
+started. Lines without a valid seal, out of order or repeated are ignored, and a run whose
+"end" record is missing counts for nothing. The relay accepts exactly one reply per case, in
+order (carrying the nonce that case was sent with, of a known kind, bounded in size) and records
+it under the case's index; the payload is parsed here, as strict JSON, and an error report's
+shape is checked. So what the student prints or writes to any fd cannot become a result, and
+the most any code in the sandbox can decide is the output of the case it is being asked.
 
 `checks.check(cases, got, expected, params)` receives, per case, `{"output": ...}` (what
-`driver.run_case` returned) or `{"error": "..."}` (the driver could not produce an output: an
-exception outside the student's methods, an oversized output, or no line for the case at all).
+`driver.run_case` returned) or `{"error": "..."}` (no output: an exception outside the student's
+methods, an oversized output, a crash the run recovered from).
+
+A run that cannot get through the cases (time, memory or output limit, a crash, a tampered
+channel) scores 0 with one plainly worded check naming the case it stopped on, the limit's value
+from exercise.toml, the student's own traceback and the tail of what it printed.
 
 If no sandbox is available `SandboxUnavailable` propagates: the pipeline marks the submission
 `error`. Student code is never run in this process.
 """
 from __future__ import annotations
 
+import binascii
 import hashlib
+import hmac
 import importlib.util
 import json
+import secrets
+import signal
 import sys
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,11 +52,34 @@ from exercises.spec import PartSpec
 from graders.base import Check, GradeContext, GradeResult, InvalidAnswer
 
 MAX_SOURCE_BYTES = 100_000
-STDERR_TAIL_LINES = 20
-# stdout and stderr together; the driver's own output is a few hundred kB at most, the rest is
-# room for a student's debug prints.
-OUTPUT_LIMIT_BYTES = 4 << 20
 EXPECTED_CACHE_SIZE = 32
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+# The relay's protocol limits. One reply (one case's output) and all replies together; the
+# student's prints have their own limit (PartSpec.output_limit_kb), enforced by the relay.
+MAX_REPLY_BYTES = 256 * KiB
+RESULTS_BUDGET_BYTES = 16 * MiB
+# The sandbox's own output cap sits above prints + results + one end record (its payload, an
+# exception report, is at most one reply, base64 in the line); only output written around the
+# relay (e.g. through /proc/1/fd/2 where the worker's pipe is reachable) can reach it.
+CHANNEL_SLACK_BYTES = MAX_REPLY_BYTES * 4 // 3 + 4 * KiB
+# The relay times the cases itself; the sandbox's wall clock is a backstop that also covers
+# bwrap's and the interpreters' start-up.
+BACKSTOP_GRACE_S = 2.0
+# A crash (or tampering) in one case costs that case; the child is restarted once, not more.
+RESTARTS = 1
+SEAL_BYTES = 16
+# What a stopped run shows of the student's prints.
+TAIL_LINES = 40
+TAIL_BYTES = 4 * KiB
+TRACE_FRAMES = 20
+# Any one piece of student-made text (an exception message, a frame) in a message.
+MAX_SHOWN_CHARS = 2000
+# relay.py exits with this when its own set-up fails (nothing of the student's ran yet).
+RELAY_SETUP_FAILED = 3
+STUDENT_FILE = "submission.py"
 
 LIMIT_CHECKS = {
     "TLE": "time limit",
@@ -116,34 +163,6 @@ def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], 
     return cases, expected
 
 
-def _parse_lines(stdout: bytes, ids: set[str]) -> dict[str, dict[str, Any]]:
-    """Case id -> {"output": ...} or {"error": ...}; other lines (a student's prints) are skipped."""
-    found: dict[str, dict[str, Any]] = {}
-    for raw in stdout.decode("utf-8", errors="replace").splitlines():
-        raw = raw.strip()
-        if not raw.startswith("{"):
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        cid = obj.get("id")
-        if not isinstance(cid, str) or cid not in ids or cid in found:
-            continue
-        if isinstance(obj.get("output"), dict):
-            found[cid] = {"output": obj["output"]}
-        elif isinstance(obj.get("error"), str):
-            found[cid] = {"error": obj["error"]}
-    return found
-
-
-def _stderr_tail(stderr: bytes) -> str:
-    lines = stderr.decode("utf-8", errors="replace").rstrip().splitlines()
-    return "\n".join(lines[-STDERR_TAIL_LINES:])
-
-
 def _describe_case(checks: ModuleType, case: dict[str, Any]) -> str:
     describe = getattr(checks, "describe", None)
     if callable(describe):
@@ -151,30 +170,337 @@ def _describe_case(checks: ModuleType, case: dict[str, Any]) -> str:
     return json.dumps(case["input"])[:400]
 
 
-def _limit_message(verdict: str, result: Any, spec: Any, stuck: dict[str, Any] | None,
-                   done: int, checks: ModuleType) -> str:
-    if verdict == "TLE":
-        head = (f"Time limit exceeded: the run was stopped after {spec.wall_timeout_s:g} s "
-                f"(wall or CPU time) for all cases together. Look for a loop that never ends.")
-    elif verdict == "MLE":
-        head = (f"Memory limit exceeded ({spec.memory_bytes / 2**20:.0f} MiB). Keep only the text "
-                "you still need.")
-    elif verdict == "OLE":
-        head = (f"Output limit exceeded: more than {spec.output_limit_bytes / 2**20:.0f} MiB of "
-                "printed output. Remove debug prints.")
+# -- limits in words ----------------------------------------------------------------------------
+
+def format_bytes(n: int) -> str:
+    """1048576 -> "1 MiB", 1536 KiB -> "1.5 MiB", 1000 KiB -> "1000 KiB": the largest unit that
+    shows the value exactly with at most one decimal."""
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            value = n / size
+            text = f"{value:.1f}".rstrip("0").rstrip(".")
+            if float(text) == value:
+                return f"{text} {unit}"
+    return f"{n / KiB:.1f} KiB" if n >= KiB else f"{n} bytes"
+
+
+def format_seconds(s: float) -> str:
+    return f"{s:g} s"
+
+
+# -- the relay's channel ------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """One sealed line from the relay (see runners/relay.py for the layout)."""
+
+    kind: str  # ready | output | error | failed | end
+    index: int
+    field: str
+    payload: bytes
+
+
+@dataclass
+class RelayReport:
+    """What the relay reported, in order: only sealed lines with the next sequence number."""
+
+    cases: list[Record] = field(default_factory=list)  # output/error/failed, one per case
+    ready: bool = False  # submission.py was imported (at least once)
+    end: Record | None = None  # None: the relay never finished (killed, or a sandbox limit)
+    ignored_lines: int = 0
+
+
+def seal(key: bytes, body: bytes) -> bytes:
+    """The seal relay.py puts before each record (same construction; a test keeps them in step)."""
+    return hashlib.blake2b(body, key=key, digest_size=SEAL_BYTES).hexdigest().encode("ascii")
+
+
+def read_relay(stdout: bytes, key: bytes) -> RelayReport:
+    """Parse the relay's stdout. A line counts only if its seal verifies and its sequence number
+    is the next one: forged lines fail the seal, replayed ones the sequence, and once a line is
+    lost (e.g. garbage written into the middle of it) nothing after it counts."""
+    report = RelayReport()
+    seq = 0
+    for line in stdout.split(b"\n"):
+        parts = line.split(b" ")
+        body = line[len(parts[0]) + 1:]
+        if len(parts) != 6 or not hmac.compare_digest(parts[0], seal(key, body)):
+            report.ignored_lines += bool(line)
+            continue
+        try:
+            number, kind, index = int(parts[1]), parts[2].decode("ascii"), int(parts[3])
+            record = Record(kind, index, parts[4].decode("ascii"),
+                            binascii.a2b_base64(parts[5], strict_mode=True))
+        except (ValueError, binascii.Error):
+            report.ignored_lines += 1
+            continue
+        if number != seq:
+            report.ignored_lines += 1
+            continue
+        seq += 1
+        if kind == "end":
+            report.end = record
+            break
+        if kind == "ready":
+            report.ready = True
+        else:
+            report.cases.append(record)
+    return report
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_payload(payload: bytes) -> Any:
+    """A payload the child wrote (so the student could have written it): strict JSON or None."""
+    try:
+        return json.loads(payload, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+
+
+# -- what the student sees ----------------------------------------------------------------------
+
+def _printable(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """Student-made text as it may be stored and shown: bounded (the child bounds it, but a
+    forged reply need not), no NUL (PostgreSQL jsonb refuses it), no lone surrogates."""
+    if len(text) > limit:
+        text = text[:limit] + " ..."
+    return text.replace("\x00", "\\x00").encode("utf-8", "replace").decode("utf-8")
+
+
+def _own_frames(frames: Any, dropped: Any = 0) -> list[str]:
+    """The frames of the student's own file in Python's layout, repeats collapsed, innermost
+    kept: the relay's, the child loop's and the driver's frames say nothing to the student.
+    `dropped`: outer frames the child already left out (a deep recursion)."""
+    # child.py names the student's file plain "submission.py"; ours keep their full paths.
+    own = [f for f in frames if isinstance(f, list) and len(f) == 4
+           and f[0] == STUDENT_FILE] if isinstance(frames, list) else []
+    lines: list[str] = []
+    previous: tuple[Any, ...] | None = None
+    repeats = 0
+
+    def flush_repeats() -> None:
+        if repeats >= 3:
+            lines.append(f"  [Previous line repeated {repeats - 2} more times]")
+
+    for _, lineno, name, text in own:
+        here = (lineno, name)
+        if here == previous:
+            repeats += 1
+            if repeats >= 3:
+                continue  # a deep recursion: say how deep instead of listing it
+        else:
+            flush_repeats()
+            previous, repeats = here, 0
+        lines.append(_printable(f'  File "{STUDENT_FILE}", line {lineno}, in {name}', 200))
+        if text:
+            lines.append(_printable(f"    {str(text).strip()}", 200))
+    flush_repeats()
+    if len(lines) > 2 * TRACE_FRAMES or (own and isinstance(dropped, int) and dropped > 0):
+        lines = ["  ... (outer frames left out)", *lines[-2 * TRACE_FRAMES:]]
+    return lines
+
+
+def student_traceback(report: Any) -> str:
+    """An exception report from the child, trimmed to submission.py's frames, then the
+    exception line(s) (a SyntaxError's own 'File "submission.py", line N' included)."""
+    if not isinstance(report, dict):
+        return ""
+    exc = _printable(str(report.get("exception") or ""))
+    own = _own_frames(report.get("frames"), report.get("dropped"))
+    lines = (["Traceback (most recent call last):", *own] if own else []) + ([exc] if exc else [])
+    return "\n".join(lines)
+
+
+def output_tail(stderr: bytes) -> tuple[str, bool]:
+    """The last TAIL_LINES lines (at most TAIL_BYTES) of the student's prints; True if cut."""
+    text = stderr.decode("utf-8", errors="replace")
+    cut = False
+    if len(text) > TAIL_BYTES:
+        text, cut = text[-TAIL_BYTES:], True
+    lines = text.rstrip("\n").splitlines()
+    if len(lines) > TAIL_LINES:
+        lines, cut = lines[-TAIL_LINES:], True
+    return _printable("\n".join(lines), TAIL_BYTES), cut
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _how(how: str) -> str:
+    """The relay's `exit=N` / `signal=N` / `rejected=WHY` in words."""
+    what, _, value = how.partition("=")
+    if what == "exit":
+        return f"your code ended the Python process (exit code {value})"
+    if what == "signal" and value.isdigit():
+        return f"your code's process was ended by {_signal_name(int(value))}"
+    return {
+        "nonce": "your code wrote to the grader's result channel: a reply that was not for the "
+                 "case being run",
+        "size": "your code wrote an oversized reply to the grader's result channel",
+        "kind": "your code wrote a malformed reply to the grader's result channel",
+        "frame": "the process ended in the middle of a reply",
+        "closed": "your code closed the grader's result channel",
+    }.get(value, f"the run failed ({how})")
+
+
+def _got(record: Record) -> dict[str, Any]:
+    """What checks.py gets for one case: {"output": ...} or {"error": "..."}."""
+    if record.kind == "output":
+        value = _json_payload(record.payload)
+        if value is None and record.payload.strip() != b"null":
+            return {"error": "the output for this case is not valid JSON"}
+        return {"output": value}
+    if record.kind == "error":
+        report = _json_payload(record.payload)
+        if not isinstance(report, dict) or not isinstance(report.get("error"), str):
+            return {"error": "the error report for this case is malformed"}
+        error = _printable(report["error"])
+        own = _own_frames(report.get("frames"), report.get("dropped"))
+        # Ends with a newline so whatever a check appends starts on a line of its own.
+        return {"error": "\n".join([error, *own]) + "\n" if own else error}
+    return {"error": f"{_how(record.field)} during this case; the cases after it ran in a "
+                     "fresh process"}
+
+
+@dataclass
+class Stopped:
+    """A run that did not get through the cases, in the worker's terms."""
+
+    verdict: str  # TLE | MLE | OLE | RE
+    phase: str  # import | case
+    done: int  # cases with a record
+    reason: str  # the relay's reason (time, cpu, prints, results, memory, import, exit=N, ...)
+    report: Any = None  # the child's exception report, if any
+    restarted_after: int | None = None  # the case that already failed once
+    cut_short: str = ""  # the relay itself was stopped: how
+
+
+def _stopped(report: RelayReport, result: Any) -> Stopped | None:
+    """None when every case has a record; else why and where the run stopped."""
+    failed = next((r.index for r in report.cases if r.kind == "failed"), None)
+    if report.end is None:
+        # The relay never wrote its end record: the sandbox stopped it at a limit, or something
+        # inside killed or stopped it. Either way nothing of this run counts.
+        verdict = result.verdict if result.verdict in ("TLE", "MLE", "OLE") else "RE"
+        how = ""
+        if verdict == "RE":
+            how = (f"was ended by {_signal_name(result.signal)}" if result.signal is not None
+                   else f"exited with code {result.exit_code}")
+        return Stopped(verdict, "case" if report.ready else "import", len(report.cases),
+                       "sandbox", restarted_after=failed, cut_short=how)
+    verdict, phase, _, reason = (report.end.field.split(":", 3) + ["", "", "", ""])[:4]
+    if verdict == "ok":
+        return None
+    stop = Stopped(verdict if verdict in LIMIT_CHECKS else "RE", phase, report.end.index, reason,
+                   _json_payload(report.end.payload) if report.end.payload else None,
+                   restarted_after=failed)
+    if stop.reason == "import" and isinstance(stop.report, dict) \
+            and str(stop.report.get("exception", "")).startswith("MemoryError"):
+        stop.verdict = "MLE"
+    if stop.reason == f"signal={int(signal.SIGKILL)}" and result.oom_killed:
+        stop.verdict = "MLE"  # the cgroup's OOM killer picked the child, not the whole sandbox
+    return stop
+
+
+_WHY = {
+    "TLE": "All cases share this limit. Look for a loop that never ends, or work that grows "
+           "faster than it should.",
+    "MLE": "Keep only the data you still need.",
+    "OLE": "Your code printed more than that (stdout and stderr together). Remove debug "
+           "prints, or print less per case.",
+}
+
+
+def _stop_message(stop: Stopped, part: PartSpec, cases: list[dict[str, Any]],
+                  checks: ModuleType, stderr: bytes) -> tuple[str, str]:
+    """(feedback, check message): the limit with its value, the case, the student's traceback
+    and the tail of what the student printed."""
+    head = {
+        "TLE": f"Time limit ({format_seconds(part.time_limit_s)}) exceeded",
+        "MLE": f"Memory limit ({format_bytes(part.memory_mb * MiB)}) exceeded",
+        "OLE": f"Output cut at {format_bytes(part.output_limit_kb * KiB)}",
+    }.get(stop.verdict, "Runtime error")
+    total = len(cases)
+    case = cases[stop.done] if stop.phase == "case" and stop.done < total else None
+    if stop.phase == "import" and stop.done == 0:
+        where = "while loading submission.py, before any case ran"
+    elif stop.phase == "import":
+        where = f"while loading submission.py again, after {stop.done} of {total} cases"
+    elif case is not None:
+        finished = (f"{stop.done} of {total} cases had finished" if stop.done
+                    else "no case had finished")
+        where = f"during case {case['id']} ({finished})"
     else:
-        exit_info = (f"signal {result.signal}" if result.signal is not None
-                     else f"exit code {result.exit_code}")
-        head = f"Your code crashed before every case had run ({exit_info})."
-    if stuck is not None and done == 0:
-        head += f" No case finished; the first was {stuck['id']}: {_describe_case(checks, stuck)}."
-    elif stuck is not None:
-        head += (f" {done} cases finished; it stopped during case {stuck['id']}: "
-                 f"{_describe_case(checks, stuck)}.")
-    tail = _stderr_tail(result.stderr)
+        where = f"after all {total} cases had finished"
+    first = f"{head} {where}."
+    lines = [first]
+    if stop.cut_short:
+        lines.append(f"The grading process in the sandbox {stop.cut_short} before it had "
+                     "reported every case, so nothing of this run counts. This happens when "
+                     "code signals, stops or kills processes other than its own.")
+    elif stop.verdict == "OLE" and stop.reason == "results":
+        lines.append("The values your code returned are too large to send back.")
+    elif stop.verdict in _WHY:
+        lines.append(_WHY[stop.verdict])
+    elif stop.reason not in ("import", "sandbox"):
+        how = _how(stop.reason)
+        lines.append(how[0].upper() + how[1:] + ".")
+    if stop.verdict == "RE" and stop.restarted_after is not None \
+            and stop.restarted_after < total:
+        earlier = cases[stop.restarted_after]["id"]
+        lines.append(f"It had already failed once, during case {earlier}, and was restarted; a "
+                     "second failure ends the run.")
+    if case is not None:
+        lines.append(f"The case: {_describe_case(checks, case)}")
+    message = "\n".join(lines)
+    trace = student_traceback(stop.report)
+    if trace:
+        message += "\n\n" + trace
+    tail, cut = output_tail(stderr)
     if tail:
-        head += f"\n\nLast lines of stderr:\n{tail}"
-    return head
+        label = f"last {TAIL_LINES} lines" if cut else "all of it"
+        message += f"\n\nYour output before it stopped ({label}):\n{tail}"
+    return first, message
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
+                 cases: list[dict[str, Any]], key: bytes) -> Any:
+    """The one sandbox run: relay.py as the entry point, what it needs beside it, nothing else
+    (checks.py, reference.py and mutants stay here). Limits are the part's, from exercise.toml;
+    the sandbox's own wall clock and output cap are backstops above the relay's."""
+    import runners
+    from runners import runtime_python
+    from runners.spec import SandboxSpec
+
+    here = Path(runners.__file__).resolve().parent
+    output_limit = part.output_limit_kb * KiB
+    # key, time limit, print limit, max reply, results budget, restarts (relay.main reads these)
+    config = f"{key.hex()} {part.time_limit_s!r} {output_limit} {MAX_REPLY_BYTES} " \
+             f"{RESULTS_BUDGET_BYTES} {RESTARTS}\n"
+    # One input per line; json.dumps never writes a raw newline. The ids stay here: records
+    # come back by index.
+    stdin = config + "".join(json.dumps(c["input"]) + "\n" for c in cases)
+    return SandboxSpec(
+        # -S: the relay needs the standard library only, and starts faster without site.
+        argv=[runtime_python(), "-I", "-B", "-S", "relay.py"],
+        files={"relay.py": (here / "relay.py").read_bytes(),
+               "child.py": (here / "child.py").read_bytes(),
+               "driver.py": driver_source, STUDENT_FILE: source},
+        stdin=stdin.encode("utf-8"),
+        wall_timeout_s=part.time_limit_s + BACKSTOP_GRACE_S,
+        cpu_time_s=part.time_limit_s,
+        memory_bytes=part.memory_mb * MiB,
+        output_limit_bytes=output_limit + RESULTS_BUDGET_BYTES + CHANNEL_SLACK_BYTES,
+    )
 
 
 def _sandbox_extra(result: Any) -> dict[str, Any]:
@@ -189,43 +515,47 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         raise InvalidAnswer(f"this grader runs Python, not {part.language}")
     source = _source_bytes(answer_text)
     # Imported here so loading graders (e.g. for inline number parts) never needs the sandbox.
-    from runners import get_backend, runtime_python
-    from runners.spec import SandboxSpec
+    from runners import get_backend
 
     code_dir = Path(ctx.exercise_path) / "code"
     reference = ctx.reference if isinstance(ctx.reference, str) and ctx.reference.endswith(".py") \
         else "code/reference.py"
     cases, expected = _cases_and_expected(code_dir, reference, ctx.params, ctx.seed, ctx.mode)
     checks = load_module(code_dir / "checks.py")
-    driver_source = (code_dir / "driver.py").read_bytes()
-
-    stdin = "".join(json.dumps({"id": c["id"], "input": c["input"]}) + "\n" for c in cases)
-    spec = SandboxSpec(
-        # -I: no user site, no PYTHON* variables; the driver puts its own folder on sys.path.
-        argv=[runtime_python(), "-I", "-B", "driver.py"],
-        files={"driver.py": driver_source, "submission.py": source},
-        stdin=stdin.encode("utf-8"),
-        wall_timeout_s=part.time_limit_s,
-        cpu_time_s=part.time_limit_s,
-        output_limit_bytes=OUTPUT_LIMIT_BYTES,
-    )
+    key = secrets.token_bytes(16)  # per run: a seal from another run is worth nothing
+    spec = sandbox_spec(part, source, (code_dir / "driver.py").read_bytes(), cases, key)
     result = get_backend().run(spec)  # SandboxUnavailable propagates: never run unsandboxed
-    verdict = result.verdict
-    ids = [c["id"] for c in cases]
-    found = _parse_lines(result.stdout, set(ids))
-    extra = {"sandbox": _sandbox_extra(result), "cases": len(cases), "mode": ctx.mode}
+    report = read_relay(result.stdout, key)
+    extra: dict[str, Any] = {
+        "sandbox": _sandbox_extra(result), "cases": len(cases), "mode": ctx.mode,
+        "relay": {"records": len(report.cases), "finished": report.end is not None,
+                  "ignored_lines": report.ignored_lines}}
 
-    if verdict != "OK" and len(found) < len(ids):
-        # The run did not get through the cases: name the limit and where it stopped.
-        stuck = next((c for c in cases if c["id"] not in found), None)
-        message = _limit_message(verdict, result, spec, stuck, len(found), checks)
-        check = Check(LIMIT_CHECKS.get(verdict, verdict), False, message,
-                      details={"verdict": verdict, "cases_done": len(found)})
-        return GradeResult(score=0.0, verdict="incorrect", feedback=message.split("\n\n")[0],
-                           checks=(check,), extra=extra)
+    if report.end is not None and report.end.field.startswith("internal:"):
+        raise RuntimeError("the sandbox relay failed: "
+                           + report.end.payload.decode("utf-8", "replace"))
+    if report.end is None and not report.ready and result.exit_code == RELAY_SETUP_FAILED:
+        # The relay's own set-up failed (prctl, config): a sandbox problem, not the student's.
+        raise RuntimeError(f"the sandbox relay could not start: {result.stderr[-500:]!r}")
+    if [r.index for r in report.cases] != list(range(len(report.cases))) \
+            or len(report.cases) > len(cases):
+        raise RuntimeError("the sandbox relay reported cases out of order")
+    stop = _stopped(report, result)
+    if stop is None and len(report.cases) != len(cases):
+        raise RuntimeError("the sandbox relay ended without a record for every case")
 
-    got = [found.get(cid, {"error": f"no output for case {cid} (did your code read stdin or "
-                                    "close stdout?)"}) for cid in ids]
+    if stop is not None:
+        feedback, message = _stop_message(stop, part, cases, checks, result.stderr)
+        extra["relay"]["stop"] = {"verdict": stop.verdict, "phase": stop.phase,
+                                  "done": stop.done, "reason": stop.reason}
+        details: dict[str, Any] = {"verdict": stop.verdict, "cases_done": stop.done}
+        if stop.phase == "case" and stop.done < len(cases):
+            details["case"] = cases[stop.done]["id"]
+        check = Check(LIMIT_CHECKS[stop.verdict], False, message, details=details)
+        return GradeResult(score=0.0, verdict="incorrect", feedback=feedback, checks=(check,),
+                           extra=extra)
+
+    got = [_got(r) for r in report.cases]
     results = list(checks.check(cases, got, expected, ctx.params))
     if not results:
         raise ValueError(f"{code_dir}/checks.py returned no checks")
@@ -244,8 +574,5 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         feedback = (f"{passed} of {len(results)} checks passed on {where}; first failure: "
                     f"{first.name}: {first.message}")
         grade_verdict = "partial" if score > 0 else "incorrect"
-    if verdict != "OK":
-        # Every case finished but the process then failed (e.g. an exit hook): worth knowing.
-        feedback += f" (The run ended with {verdict} after all cases had finished.)"
     return GradeResult(score=score, verdict=grade_verdict, feedback=feedback,
                        checks=tuple(results), extra=extra)
