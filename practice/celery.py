@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "practice.settings.dev")
 
@@ -19,3 +20,27 @@ def _make_broker_folders(sender: Celery, **kwargs: object) -> None:
         for key in ("data_folder_in", "data_folder_out", "control_folder", "processed_folder"):
             if options.get(key):
                 os.makedirs(options[key], exist_ok=True)
+
+
+@worker_process_init.connect
+def _prepare_sandbox(**kwargs: object) -> None:
+    """Each prefork child: take a sandbox slot, clean up after dead workers, probe the sandbox.
+
+    A slot is a uid of its own (60000 + slot). Only when ROOFLINE_SANDBOX_SLOT_BASE is set (one
+    worker per host or container, as in production) is the slot taken from the child's index;
+    otherwise slots come from the pid, so several workers on one machine (tests, `make run`
+    next to a test run) never share a slot and the janitor never kills another worker's run.
+    """
+    base = os.environ.get("ROOFLINE_SANDBOX_SLOT_BASE")
+    if base is not None:
+        from billiard.process import current_process
+
+        os.environ["ROOFLINE_SANDBOX_SLOT"] = str(int(base) + (current_process().index or 0))
+    import runners
+
+    try:
+        runners.get_backend()  # runs the janitor once and the availability probe
+    except runners.SandboxUnavailable:
+        # Not fatal here: inline parts still grade, and each code submission then ends with a
+        # clear error instead of ever running unsandboxed.
+        pass

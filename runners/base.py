@@ -1,4 +1,4 @@
-"""The backend protocol shared by bwrap (local) and docker (production, later)."""
+"""The backend protocol shared by bwrap (local) and docker (production)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,23 @@ from runners.spec import SandboxResult, SandboxSpec
 
 
 class SandboxUnavailable(RuntimeError):
-    """No sandbox can run here (or the requested one cannot). Never a cue to run unsandboxed."""
+    """No sandbox can run here (or the requested one cannot). Never a cue to run unsandboxed.
+
+    Graders let it propagate: the submission is marked as an infrastructure error, never as
+    the student's failure.
+    """
+
+
+class SandboxSetupError(SandboxUnavailable):
+    """The sandbox itself failed to start (e.g. bwrap could not bind the runtime venv).
+
+    Raised only when the failure provably happened before any student code could run, so a
+    submission cannot fake it by printing "bwrap: ..." to stderr.
+    """
+
+    def __init__(self, message: str, stderr: bytes = b"") -> None:
+        super().__init__(message)
+        self.stderr = stderr
 
 
 @runtime_checkable

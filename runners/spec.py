@@ -39,7 +39,9 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     wall_timeout_s: float = 10.0
     cpu_time_s: float = 5.0
+    # The whole sandbox (cgroup), or per process where there is no cgroup ("rlimit-only").
     memory_bytes: int = 512 * MiB
+    # Processes and threads of the payload; the backend adds what it needs for itself.
     pids: int = 64
     nofile: int = 256
     fsize_bytes: int = 16 * MiB
@@ -47,6 +49,7 @@ class SandboxSpec:
     shm_bytes: int = 16 * MiB
     # Shared by stdout and stderr together.
     output_limit_bytes: int = 1 * MiB
+    # A CPU quota (cgroup) for the whole sandbox; cpu_time_s is the RLIMIT_CPU of each process.
     cpus: float = 1.0
     network: bool = False
     gpu: int | None = None

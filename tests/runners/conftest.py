@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import fcntl
 import os
+import random
+import tempfile
+from collections.abc import Iterator
 
 import pytest
 
 from runners import Backend, SandboxUnavailable, get_backend
 
+# Every backend the hostile suite attacks. A backend that cannot run here is skipped with its
+# reason, except bwrap on CI, which must run: the sandbox is part of what CI proves.
+BACKENDS = ("bwrap", "docker")
+REQUIRED_ON_CI = ("bwrap",)
 
-def _on_ci() -> bool:
+
+def on_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
@@ -18,6 +27,60 @@ def sandbox() -> Backend:
     try:
         return get_backend()
     except SandboxUnavailable as exc:
-        if _on_ci():
+        if on_ci():
             pytest.fail(f"sandbox unavailable on CI: {exc}")
         pytest.skip(f"sandbox unavailable: {exc}")
+
+
+def _real_uid(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
+
+
+@pytest.fixture(scope="session")
+def free_slot() -> Iterator[int]:
+    """Give this test session a worker slot whose uid no process uses right now, so "no process
+    of the slot uid survives" checks our runs only (another pytest on the host may share
+    pid % 32)."""
+    from runners.bwrap import SLOT_UID_BASE, SLOTS
+
+    busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
+    candidates = [s for s in range(SLOTS) if SLOT_UID_BASE + s not in busy] or list(range(SLOTS))
+    random.shuffle(candidates)
+    # A lock per slot keeps two test sessions running at once (CI and a developer, or two
+    # helpers) from drawing the same one.
+    lock_fd, free = -1, candidates[0]
+    for candidate in candidates:
+        fd = os.open(f"{tempfile.gettempdir()}/roofline-test-slot-{candidate}.lock",
+                     os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        lock_fd, free = fd, candidate
+        break
+    saved = os.environ.get("ROOFLINE_SANDBOX_SLOT")
+    os.environ["ROOFLINE_SANDBOX_SLOT"] = str(free)
+    yield free
+    if lock_fd >= 0:
+        os.close(lock_fd)
+    if saved is None:
+        os.environ.pop("ROOFLINE_SANDBOX_SLOT", None)
+    else:
+        os.environ["ROOFLINE_SANDBOX_SLOT"] = saved
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def hostile_backend(request: pytest.FixtureRequest, free_slot: int) -> Backend:
+    """Each backend in turn; skipped with the reason when it is not available here."""
+    name: str = request.param
+    try:
+        return get_backend(name)
+    except SandboxUnavailable as exc:
+        if on_ci() and name in REQUIRED_ON_CI:
+            pytest.fail(f"{name} sandbox unavailable on CI: {exc}")
+        pytest.skip(f"{name} sandbox unavailable: {exc}")
