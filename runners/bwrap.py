@@ -262,6 +262,12 @@ _SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
 _CLONE_NEWNET = 0x40000000
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _fast_spawn_broken = False
+# One identity switch at a time per process: each switch makes the process non-dumpable until
+# it is undone, so two overlapping switches in different threads could read each other's
+# transient state and leave it non-dumpable (seen once on CI). Switches last ~0.1 ms.
+_identity_lock = threading.Lock()
+# What the worker was before any switch; restored after each one.
+_PROCESS_DUMPABLE: int | None = None
 
 
 class _ThreadIdentityError(OSError):
@@ -312,9 +318,18 @@ def _thread_identity(uid: int, *, netns_fd: int | None = None,
     The saved uid stays 0 throughout, so restoring is always permitted; if it still fails the
     fast path is disabled for the process and SandboxUnavailable raised.
     """
-    global _fast_spawn_broken
+    with _identity_lock:
+        with _switched_identity(uid, netns_fd=netns_fd, real_only=real_only):
+            yield
+
+
+@contextlib.contextmanager
+def _switched_identity(uid: int, *, netns_fd: int | None, real_only: bool) -> Iterator[None]:
+    global _fast_spawn_broken, _PROCESS_DUMPABLE
     groups = os.getgroups()
-    dumpable = _libc().prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+    if _PROCESS_DUMPABLE is None:
+        _PROCESS_DUMPABLE = _libc().prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+    dumpable = _PROCESS_DUMPABLE
     host_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC) \
         if netns_fd is not None else None
     try:
