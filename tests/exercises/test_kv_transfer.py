@@ -1,47 +1,29 @@
 """Q23 (exercises/kv_transfer_disagg): the canonical numbers, and sensible variants."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
 import re
 import tomllib
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-import graders
 from exercises import registry
-from exercises.spec import Mistake, Quantity
-from graders.selftest import answer_text
+from exercises.spec import Quantity
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    close,
+    load_by_path,
+)
 
-FOLDER = Path(__file__).resolve().parents[2] / "exercises" / "kv_transfer_disagg"
-
-
-def _load() -> ModuleType:
-    # Loaded by path, as the registry does: exercise folders are not packages.
-    spec = importlib.util.spec_from_file_location("kv_transfer_disagg_exercise",
-                                                  FOLDER / "exercise.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _load()
-TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
-PARTS = {p["id"]: p for p in TOML["parts"]}
-NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
-
-
-def tol(part: str) -> float:
-    return PARTS[part].get("tolerance", 0.02)
-
-
-def close(value: float, ref: float, rel: float) -> bool:
-    return value == ref if rel == 0 else abs(value - ref) <= rel * abs(ref)
+ex = load_by_path("kv_transfer_disagg")
+EX = ExerciseUnderTest.load(ex)
+FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
+tol = EX.tol
 
 
 def variants(count: int = 200) -> list[dict]:
@@ -59,19 +41,10 @@ VARIANTS = variants()
 def test_parts_and_tolerances_agree_with_the_module():
     assert 4 <= len(PARTS) <= 7
     s = ex.solve(ex.CANONICAL)
+    assert_parts_match_module(EX, s)
     for pid, part in PARTS.items():
-        assert pid in s, pid
-        if part["type"] == "number":
-            assert isinstance(s[pid], Quantity)
-            assert s[pid].unit == part.get("unit", ""), pid
-            # mistakes() filters with its own copy of the tolerances; they must not drift apart.
-            assert ex.TOLERANCE[pid] == tol(pid), pid
-            if tol(pid) != 0.02:
-                assert part.get("tolerance_reason"), pid
         if part["type"] == "choice":
             assert s[pid] in {o["id"] for o in part["options"]}
-        if part["type"] == "text":
-            assert part["key_points"] and isinstance(s[pid], str)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,20 +163,7 @@ def test_mistakes_are_distinct_from_the_reference_and_named():
     for p in [ex.CANONICAL, *VARIANTS]:
         s = ex.solve(p)
         ms = ex.mistakes(p)
-        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
-        for pid in NUMBER_PARTS:
-            mine = [m for m in ms if m.part == pid]
-            assert len(mine) >= 2, (pid, p)
-            ref = float(s[pid].value)
-            for m in mine:
-                value = float(m.answer)
-                assert math.isfinite(value) and value > 0
-                # Outside the tolerance, or the grader would call it right.
-                assert not close(value, ref, tol(pid)), (pid, m.name, value, ref)
-            # No two mistakes of a part on the same number (the grader could not tell them apart).
-            values = sorted(float(m.answer) for m in mine)
-            for a, b in zip(values, values[1:], strict=False):
-                assert not close(a, b, max(tol(pid), 1e-9)), (pid, a, b)
+        assert_mistakes_distinct(EX, p, s, ms)
         options = {o["id"] for o in PARTS["which_side"]["options"]}
         for m in ms:
             if m.part == "which_side":
@@ -279,13 +239,5 @@ def test_selftest_cases_are_well_formed():
 def test_the_real_graders_accept_each_reference_and_name_each_mistake():
     # The platform's own graders, on many more variants than the selftest's three.
     spec = registry.get("kv_transfer_disagg")
-    for p in [ex.CANONICAL, *VARIANTS[:60]]:
-        s = ex.solve(p)
-        for pid in (*NUMBER_PARTS, "which_side"):
-            part = spec.part(pid)
-            r = graders.grade_answer(spec, pid, answer_text(part, s[pid]), p, seed=1)
-            assert r.score == 1.0, (pid, r.feedback, p)
-        for m in ex.mistakes(p):
-            part = spec.part(m.part)
-            r = graders.grade_answer(spec, m.part, answer_text(part, m.answer), p, seed=1)
-            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)
+    assert_graders_accept_and_name(
+        spec, ex, [ex.CANONICAL, *VARIANTS[:60]], [*NUMBER_PARTS, "which_side"])

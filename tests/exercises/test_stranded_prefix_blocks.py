@@ -3,53 +3,30 @@ distinct mistakes, and a small prefix cache that checks the stranding count and 
 orders keep the cache prefix-closed."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 import graders
-from exercises import registry, templating
-from exercises.spec import ExerciseSpec, Mistake
+from exercises import templating
+from exercises.spec import ExerciseSpec
 from graders.selftest import answer_text
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    load_by_path,
+)
 
-FOLDER = Path(__file__).resolve().parents[2] / "exercises" / "stranded_prefix_blocks"
-
-
-def _load() -> ModuleType:
-    # Loaded by path, as the registry does: exercise folders are not packages.
-    spec = importlib.util.spec_from_file_location("stranded_prefix_blocks_exercise",
-                                                  FOLDER / "exercise.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = _load()
-TOML = tomllib.loads((FOLDER / "exercise.toml").read_text(encoding="utf-8"))
-PARTS = {p["id"]: p for p in TOML["parts"]}
-NUMBER_PARTS = [pid for pid, p in PARTS.items() if p["type"] == "number"]
-VARIANTS: list[dict[str, Any]] = [ex.generate(random.Random(seed)) for seed in range(200)]
-
-
-def tol(part: str) -> float:
-    return PARTS[part].get("tolerance", 0.02)
-
-
-def close(value: float, ref: float, rel: float) -> bool:
-    return value == ref if rel == 0 else abs(value - ref) <= rel * abs(ref)
-
-
-@pytest.fixture(scope="module")
-def spec() -> ExerciseSpec:
-    return registry.load(FOLDER)
+ex = load_by_path("stranded_prefix_blocks")
+EX = ExerciseUnderTest.load(ex)
+FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
+VARIANTS = EX.variants()
+spec = EX.spec_fixture()
 
 
 # --- a small prefix cache: blocks keyed by (parent key, tokens), as in vLLM's hash chain ------
@@ -265,35 +242,18 @@ def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
     for p in [ex.CANONICAL, *VARIANTS]:
         s = ex.solve(p)
         ms = ex.mistakes(p)
-        assert all(isinstance(m, Mistake) and m.feedback and m.name for m in ms)
-        for pid in NUMBER_PARTS:
-            values = [float(m.answer) for m in ms if m.part == pid]
-            assert len(values) >= 2, (pid, p)
-            ref = float(s[pid].value)
-            for v in values:
-                assert math.isfinite(v) and v > 0
-                assert not close(v, ref, tol(pid)), (pid, v, ref)
-            values.sort()
-            for a, b in zip(values, values[1:], strict=False):
-                assert not close(a, b, max(tol(pid), 1e-9)), (pid, a, b)
+        assert_mistakes_distinct(EX, p, s, ms)
         for m in ms:
             if m.part == "safe_order":
                 assert set(m.answer) <= options and set(m.answer) != set(s["safe_order"])
 
 
 def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
-    for p in [ex.CANONICAL, *VARIANTS[:25]]:
-        s = ex.solve(p)
-        for pid in (*NUMBER_PARTS, "safe_order"):
-            part = spec.part(pid)
-            r = graders.grade_answer(spec, pid, answer_text(part, s[pid]), p, seed=1)
-            assert r.score == 1.0, (pid, r.feedback, p)
-        for m in ex.mistakes(p):
-            if m.part == "stranded_formula":
-                continue  # formula equivalence runs in a child process: checked once below
-            part = spec.part(m.part)
-            r = graders.grade_answer(spec, m.part, answer_text(part, m.answer), p, seed=1)
-            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)
+    # Mistakes of stranded_formula are not graded here: formula equivalence runs in a child
+    # process: checked once below
+    assert_graders_accept_and_name(
+        spec, ex, [ex.CANONICAL, *VARIANTS[:25]], [*NUMBER_PARTS, "safe_order"],
+        skip="stranded_formula")
 
 
 def test_formula_and_its_mistakes(spec: ExerciseSpec) -> None:

@@ -1,0 +1,139 @@
+"""Shared pieces of the per-exercise tests: loading an exercise with its TOML, its tolerances and
+its variants, and the checks every calculation exercise repeats (parts agree with the module;
+known mistakes stay distinct from the reference and from each other)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import random
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import graders
+from exercises import registry
+from exercises.spec import ExerciseSpec, Mistake, Quantity
+from graders.selftest import answer_text
+
+EXERCISES = Path(__file__).resolve().parents[2] / "exercises"
+DEFAULT_TOLERANCE = 0.02
+
+
+def close(value: float, ref: float, rel: float) -> bool:
+    """Within `rel` of `ref` (relative); exact equality when `rel` is 0."""
+    return value == ref if rel == 0 else abs(value - ref) <= rel * abs(ref)
+
+
+def load_by_path(name: str) -> ModuleType:
+    """exercises/<name>/exercise.py, loaded by path as the registry does (the exercise folders
+    are not packages), under the module name `<name>_exercise`."""
+    spec = importlib.util.spec_from_file_location(f"{name}_exercise",
+                                                  EXERCISES / name / "exercise.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class ExerciseUnderTest:
+    module: ModuleType
+    folder: Path
+    toml: dict[str, Any]
+    parts: dict[str, dict[str, Any]]
+    number_parts: list[str]
+
+    @classmethod
+    def load(cls, module: ModuleType) -> ExerciseUnderTest:
+        assert module.__file__
+        folder = Path(module.__file__).resolve().parent
+        toml = tomllib.loads((folder / "exercise.toml").read_text(encoding="utf-8"))
+        parts = {p["id"]: p for p in toml["parts"]}
+        number_parts = [pid for pid, p in parts.items() if p["type"] == "number"]
+        return cls(module, folder, toml, parts, number_parts)
+
+    def tol(self, part: str) -> float:
+        return self.parts[part].get("tolerance", DEFAULT_TOLERANCE)
+
+    def variants(self, count: int = 200) -> list[dict[str, Any]]:
+        """Variant i is generated from random.Random(i)."""
+        return [self.module.generate(random.Random(seed)) for seed in range(count)]
+
+    def spec(self) -> ExerciseSpec:
+        # Loaded by folder: registry.get() would load every exercise, including half-written ones.
+        return registry.load(self.folder)
+
+    def spec_fixture(self) -> Callable[[], ExerciseSpec]:
+        """A module-scoped pytest fixture named `spec`; assign it to `spec` in the test module."""
+        def spec() -> ExerciseSpec:  # a plain function: pytest deprecates bound-method fixtures
+            return self.spec()
+
+        return pytest.fixture(scope="module", name="spec")(spec)
+
+
+def assert_parts_match_module(eut: ExerciseUnderTest, solved: Mapping[str, Any], *,
+                              require_reason: bool = True) -> None:
+    """Every part is solved; number parts are Quantities in the TOML's unit with the module's
+    tolerance (and a stated reason when it is not the default); text parts have key points and a
+    string answer. Choice, ranking and expression parts are left to the caller."""
+    for pid, part in eut.parts.items():
+        assert pid in solved, pid
+        if part["type"] == "number":
+            assert isinstance(solved[pid], Quantity), pid
+            assert solved[pid].unit == part.get("unit", ""), pid
+            assert eut.module.TOLERANCE[pid] == eut.tol(pid), pid
+            if require_reason and eut.tol(pid) != DEFAULT_TOLERANCE:
+                assert part.get("tolerance_reason"), pid
+        if part["type"] == "text":
+            assert part["key_points"] and isinstance(solved[pid], str), pid
+
+
+def assert_mistakes_distinct(eut: ExerciseUnderTest, params: Mapping[str, Any],
+                             solved: Mapping[str, Any], mistakes: Sequence[Mistake], *,
+                             finite: bool = True, allow_zero: bool = False,
+                             ref_floor: float = 0.0, pair_floor: float = 1e-9,
+                             is_close: Callable[[float, float, float], bool] = close) -> None:
+    """Mistakes are named and explained; each number part has at least two, each outside the
+    part's tolerance of the reference (or the grader would call it right) and of each other (or
+    the grader could not tell them apart). `ref_floor` and `pair_floor` are the least relative
+    gaps to the reference and between two; `is_close` replaces `close` where a file needs."""
+    assert all(isinstance(m, Mistake) and m.feedback and m.name for m in mistakes)
+    for pid in eut.number_parts:
+        mine = [m for m in mistakes if m.part == pid]
+        assert len(mine) >= 2, (pid, params)
+        ref = float(solved[pid].value)
+        for m in mine:
+            value = float(m.answer)
+            if finite:
+                assert math.isfinite(value), (pid, m.name, value)
+            assert value >= 0 if allow_zero else value > 0, (pid, m.name, value)
+            assert not is_close(value, ref, max(eut.tol(pid), ref_floor)), \
+                (pid, m.name, value, ref, params)
+        values = sorted(float(m.answer) for m in mine)
+        for a, b in zip(values, values[1:], strict=False):
+            assert not is_close(a, b, max(eut.tol(pid), pair_floor)), (pid, a, b, params)
+
+
+def assert_graders_accept_and_name(spec: ExerciseSpec, module: ModuleType,
+                                   params_list: Iterable[Mapping[str, Any]],
+                                   parts: Iterable[str], *, skip: str | None = None) -> None:
+    """The platform's real graders give full marks to the reference answer of each of `parts`,
+    and less than full marks, with the mistake's own feedback, to every known mistake (except
+    those of part `skip`, typically a formula whose grader runs in a child process)."""
+    parts = list(parts)
+    for p in params_list:
+        s = module.solve(p)
+        for pid in parts:
+            r = graders.grade_answer(spec, pid, answer_text(spec.part(pid), s[pid]), p, seed=1)
+            assert r.score == 1.0, (pid, r.feedback, p)
+        for m in module.mistakes(p):
+            if m.part == skip:
+                continue
+            r = graders.grade_answer(spec, m.part, answer_text(spec.part(m.part), m.answer), p,
+                                     seed=1)
+            assert r.score < 1.0 and r.feedback == m.feedback, (m.name, r.feedback, p)
