@@ -454,6 +454,12 @@ def lane_cgroup(setup: CgroupSetup, lane: int) -> LaneCgroup:
         return cg
 
 
+def lane_names() -> dict[int, str]:
+    """lane -> name of its current cgroup in this process (what a reused lane keeps)."""
+    with _lanes_lock:
+        return {lane: cg.name for lane, cg in _lanes.items()}
+
+
 def retire_lane(lane: int) -> None:
     """Drop `lane`'s cgroup (removed if possible); the next lane_cgroup() makes a fresh one."""
     with _lanes_lock:
