@@ -6,6 +6,7 @@ loading with a message naming the file and the field, so an author sees exactly 
 from __future__ import annotations
 
 import importlib
+import json
 import random
 import re
 import tomllib
@@ -15,6 +16,7 @@ from typing import Any
 
 from exercises.spec import (
     PART_TYPES,
+    Evidence,
     ExerciseSpec,
     Mistake,
     Option,
@@ -64,7 +66,7 @@ def _opt(data: dict[str, Any], key: str, kind: type | tuple[type, ...], default:
 _PART_KEYS = {
     "id", "type", "prompt", "points", "tolerance", "abs_tolerance", "unit", "symbols", "options",
     "multi", "key_points", "language", "time_limit_s", "memory_mb", "output_limit_kb",
-    "tolerance_reason",
+    "tolerance_reason", "sandbox_modules",
 }
 
 
@@ -130,7 +132,21 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
         memory_mb=_limit(raw, "memory_mb", 512, 32, 8192, path, f),
         output_limit_kb=_limit(raw, "output_limit_kb", 1024, 1, 65536, path, f),
         tolerance_reason=reason,
+        sandbox_modules=_sandbox_modules(raw, path, f),
     )
+
+
+SANDBOX_MODULE_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def _sandbox_modules(raw: dict[str, Any], path: Path, f: str) -> tuple[str, ...]:
+    names = _opt(raw, "sandbox_modules", list, [], path, f + ".sandbox_modules")
+    for name in names:
+        if not isinstance(name, str) or not SANDBOX_MODULE_RE.match(name) \
+                or not (EXERCISES_DIR / f"{name}.py").is_file():
+            raise ExerciseError(f"{_where(path, f + '.sandbox_modules')}: {name!r} is not a "
+                                "module file directly in exercises/")
+    return tuple(names)
 
 
 def _limit(raw: dict[str, Any], key: str, default: int, low: int, high: int, path: Path,
@@ -279,6 +295,56 @@ def mistakes(spec: ExerciseSpec, params: dict[str, Any], part_id: str | None = N
              ) -> tuple[Mistake, ...]:
     found = tuple(spec.module.mistakes(dict(params)))
     return tuple(m for m in found if part_id is None or m.part == part_id)
+
+
+EVIDENCE_KINDS = ("trace", "series")
+EVIDENCE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\.json$")
+MAX_EVIDENCE_BYTES = 2 << 20  # what one download may weigh: a page draws it too
+
+
+def evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence]:
+    """The variant's evidence files by name (empty for an exercise without `evidence()`), checked:
+    a bad name, kind or filename, or data that is not JSON, fails naming the exercise."""
+    fn = getattr(spec.module, "evidence", None)
+    if fn is None:
+        return {}
+    found = fn(dict(params))
+    where = f"exercises/{spec.slug}/exercise.py: evidence()"
+    if not isinstance(found, dict):
+        raise ExerciseError(f"{where}: must return a dict of name -> Evidence")
+    for name, ev in found.items():
+        if not isinstance(name, str) or not EVIDENCE_NAME_RE.match(name):
+            raise ExerciseError(f"{where}: bad name {name!r}")
+        if not isinstance(ev, Evidence):
+            raise ExerciseError(f"{where}: {name} is not an Evidence")
+        if ev.kind not in EVIDENCE_KINDS:
+            raise ExerciseError(f"{where}: {name}.kind must be one of {', '.join(EVIDENCE_KINDS)}")
+        if not FILENAME_RE.match(ev.filename):
+            raise ExerciseError(f"{where}: {name}.filename must be a plain name ending in .json")
+        if not _evidence_shape_ok(ev):
+            raise ExerciseError(f"{where}: {name}.data is not the shape its kind "
+                                f"{ev.kind!r} needs (see Evidence in exercises/spec.py)")
+    return found
+
+
+def _evidence_shape_ok(ev: Evidence) -> bool:
+    data = ev.data
+    if not isinstance(data, dict):
+        return False
+    if ev.kind == "trace":
+        return isinstance(data.get("traceEvents"), list)
+    series = data.get("series")
+    return (isinstance(data.get("x"), dict) and isinstance(series, list) and bool(series)
+            and all(isinstance(s, dict) and isinstance(s.get("points"), list) for s in series))
+
+
+def evidence_bytes(ev: Evidence) -> bytes:
+    """The file a student downloads: compact JSON, no NaN (browsers' JSON.parse rejects it)."""
+    body = json.dumps(ev.data, separators=(",", ":"), allow_nan=False).encode()
+    if len(body) > MAX_EVIDENCE_BYTES:
+        raise ExerciseError(f"{ev.filename}: {len(body):,} bytes, over {MAX_EVIDENCE_BYTES:,}")
+    return body
 
 
 def answer_json(value: Any) -> Any:

@@ -52,6 +52,9 @@ class PartSpec:
     time_limit_s: float = 10.0  # wall and CPU time for one sandboxed run of all cases
     memory_mb: int = 512  # the sandbox's memory limit
     output_limit_kb: int = 1024  # stdout + stderr kept; more is cut and the run stopped
+    # Shared, standard-library-only modules of exercises/ (e.g. "engine_sim") that the driver
+    # imports by that plain name: copied into the sandbox beside driver.py.
+    sandbox_modules: tuple[str, ...] = ()
     # Why the tolerance is not the default, shown to authors and reviewers.
     tolerance_reason: str = ""
 
@@ -83,6 +86,24 @@ class Mistake:
     answer: Any
     feedback: str
     name: str = ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Data a statement hands the student to read (a profiler trace, a latency series), made per
+    variant by the exercise's optional `evidence(params) -> dict[str, Evidence]`.
+
+    `data` is JSON-able and is served as `filename` for download; `kind` tells the page how to
+    draw it: "trace" (Chrome trace-event JSON: {"traceEvents": [...]}) or "series" ({"x": {"label",
+    "unit"}, "series": [{"label", "unit", "points": [[x, y], ...]}]}). Everything in it comes from
+    the variant, so a student's copy matches the numbers their parts are graded against.
+    """
+
+    title: str
+    filename: str
+    kind: str
+    data: Any
+    caption: str = ""
 
 
 @dataclass(frozen=True)

@@ -136,10 +136,28 @@ def _source_bytes(answer_text: str) -> bytes:
     return data
 
 
+def shared_module_path(name: str) -> Path:
+    """exercises/<name>.py: a shared module a driver imports by its plain name."""
+    import exercises
+
+    return Path(exercises.__file__).resolve().parent / f"{name}.py"
+
+
+def expose_shared_modules(names: tuple[str, ...]) -> None:
+    """Let a driver's plain `import engine_sim` work here in the worker too, where the reference
+    runs, by naming the package's module under its plain name (in the sandbox the file sits
+    beside driver.py)."""
+    for name in names:
+        if name not in sys.modules:
+            sys.modules[name] = importlib.import_module(f"exercises.{name}")
+
+
 def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], seed: int,
-                        mode: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                        mode: str, sandbox_modules: tuple[str, ...] = ()
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The cases for this mode and the reference's results on them (cached per variant/seed)."""
     checks = load_module(code_dir / "checks.py")
+    expose_shared_modules(sandbox_modules)
     driver = load_module(code_dir / "driver.py")
     ref = load_module(code_dir.parent / reference)
     key = (id(checks), id(driver), id(ref), json.dumps(params, sort_keys=True, default=str),
@@ -494,7 +512,9 @@ def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
         argv=[runtime_python(), "-I", "-B", "-S", "relay.py"],
         files={"relay.py": (here / "relay.py").read_bytes(),
                "child.py": (here / "child.py").read_bytes(),
-               "driver.py": driver_source, STUDENT_FILE: source},
+               "driver.py": driver_source, STUDENT_FILE: source,
+               **{f"{name}.py": shared_module_path(name).read_bytes()
+                  for name in part.sandbox_modules}},
         stdin=stdin.encode("utf-8"),
         wall_timeout_s=part.time_limit_s + BACKSTOP_GRACE_S,
         cpu_time_s=part.time_limit_s,
@@ -520,7 +540,8 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     code_dir = Path(ctx.exercise_path) / "code"
     reference = ctx.reference if isinstance(ctx.reference, str) and ctx.reference.endswith(".py") \
         else "code/reference.py"
-    cases, expected = _cases_and_expected(code_dir, reference, ctx.params, ctx.seed, ctx.mode)
+    cases, expected = _cases_and_expected(code_dir, reference, ctx.params, ctx.seed, ctx.mode,
+                                          part.sandbox_modules)
     checks = load_module(code_dir / "checks.py")
     key = secrets.token_bytes(16)  # per run: a seal from another run is worth nothing
     spec = sandbox_spec(part, source, (code_dir / "driver.py").read_bytes(), cases, key)

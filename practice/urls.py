@@ -13,6 +13,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("history/", pages.history, name="history"),
     path("ex/<slug:slug>/", pages.exercise_page, name="exercise"),
+    path("ex/<slug:slug>/evidence/<str:name>/", pages.evidence_download, name="evidence"),
     path("ex/<slug:slug>/<str:part_id>/submit/", parts.submit_part, name="submit_part"),
     path("ex/<slug:slug>/<str:part_id>/reveal/", parts.reveal_part, name="reveal_part"),
     path("ex/<slug:slug>/<str:part_id>/preview/", parts.preview_formula, name="preview_formula"),

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from exercises import registry
@@ -59,6 +59,22 @@ def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
     spec = registry.get(slug)
     ctx = part_context(request.user, exercise, spec)  # type: ignore[arg-type]
     return render(request, "practice/exercise.html", ctx)
+
+
+@login_required
+def evidence_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    """One evidence file of the student's own variant, as a JSON download."""
+    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    spec = registry.get(slug)
+    variant = actions.assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    found = registry.evidence(spec, actions.variant_params(spec, variant))
+    if name not in found:
+        raise Http404("no such evidence")
+    ev = found[name]
+    response = HttpResponse(registry.evidence_bytes(ev), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{ev.filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @login_required

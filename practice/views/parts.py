@@ -57,8 +57,9 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
         if i == 0:
             html = preamble + html
         parts.append(_one_part(user, exercise, spec, part, html))
+    evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
-            "parts": parts}
+            "parts": parts, "evidence": sorted(evidence.items())}
 
 
 def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,30 @@ def test_templates_fill_and_refuse_unknown_names() -> None:
 def test_solution_sections_split_by_part() -> None:
     pre, parts = templating.split_sections("intro\n<!-- part: a -->\nA\n<!-- part: b -->\nB\n")
     assert pre.strip() == "intro" and parts["a"].strip() == "A" and parts["b"].strip() == "B"
+
+
+def test_evidence_is_checked_and_names_the_exercise() -> None:
+    from types import SimpleNamespace
+
+    from exercises.spec import Evidence
+
+    def spec_with(result: object) -> Any:
+        return SimpleNamespace(slug="fake", module=SimpleNamespace(evidence=lambda p: result))
+
+    good = Evidence("Trace", "t.json", "trace", {"traceEvents": []})
+    assert registry.evidence(spec_with({"trace": good}), {}) == {"trace": good}
+    assert registry.evidence(SimpleNamespace(slug="x", module=SimpleNamespace()), {}) == {}
+    bad = [
+        {"Bad Name": good},
+        {"trace": Evidence("T", "t.json", "movie", {"traceEvents": []})},
+        {"trace": Evidence("T", "../t.json", "trace", {"traceEvents": []})},
+        {"trace": Evidence("T", "t.json", "trace", {"events": []})},
+        {"s": Evidence("S", "s.json", "series", {"x": {}, "series": []})},
+        {"trace": {"traceEvents": []}},
+    ]
+    for result in bad:
+        with pytest.raises(registry.ExerciseError, match="exercises/fake/exercise.py"):
+            registry.evidence(spec_with(result), {})
+    with pytest.raises(ValueError):
+        registry.evidence_bytes(Evidence("S", "s.json", "series",
+                                         {"x": {}, "series": [{"points": [[0, float("nan")]]}]}))

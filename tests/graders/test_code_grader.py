@@ -366,3 +366,77 @@ def test_what_escapes_run_case_is_an_error_for_that_case_only() -> None:
     assert got[2]["error"].startswith("TypeError: Object of type bytes is not JSON serializable")
     assert not any(name in got[2]["error"] for name in INTERNALS)
     assert got[3]["error"].startswith("the output for this case is too large")
+
+
+# -- shared modules beside the driver ------------------------------------------------------------
+
+SIM_DRIVER = '''
+import engine_sim
+
+
+def run_case(module, case):
+    reqs = [engine_sim.Request(r, 0.0, p, 1) for r, p in case["prompts"]]
+    res = engine_sim.simulate(reqs, engine_sim.EngineConfig(token_budget=case["budget"],
+                                                            chunked_prefill=False),
+                              engine_sim.StepCost(1e12, 1e9), module.order)
+    return {r: round(t.ttft, 9) for r, t in res.requests.items()}
+'''
+SIM_REFERENCE = '''
+def order(waiting, now):
+    return [w["rid"] for w in sorted(waiting, key=lambda w: w["prefill_left"])]
+'''
+SIM_CHECKS = '''
+from graders.base import Check
+
+
+def public_cases(params):
+    return [{"id": "one", "input": {"prompts": [["long", 900], ["a", 100], ["b", 50]],
+                                    "budget": 1000}}]
+
+
+def hidden_cases(params, seed):
+    return []
+
+
+def check(cases, got, expected, params):
+    ok = all(g == e for g, e in zip(got, expected))
+    return [Check("ttft", ok, "same TTFTs as the reference" if ok else f"got {got}")]
+'''
+
+
+def _sim_exercise(tmp_path: Path) -> Path:
+    code = tmp_path / "code"
+    code.mkdir()
+    for name, text in (("driver.py", SIM_DRIVER), ("reference.py", SIM_REFERENCE),
+                       ("checks.py", SIM_CHECKS)):
+        (code / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_shared_module_runs_beside_the_driver_in_the_sandbox(tmp_path: Path) -> None:
+    folder = _sim_exercise(tmp_path)
+    ctx = replace(_ctx(mode="run"), exercise_path=str(folder), params={})
+    part = PartSpec(id="policy", type="code", prompt="", sandbox_modules=("engine_sim",))
+    assert code_grader.grade(part, SIM_REFERENCE, ctx).score == 1.0
+    fcfs = "def order(waiting, now):\n    return [w['rid'] for w in waiting]\n"
+    assert code_grader.grade(part, fcfs, ctx).score == 0.0
+    # Without the declaration the module is not in the sandbox: the driver cannot import it.
+    bare = replace(part, sandbox_modules=())
+    r = code_grader.grade(bare, SIM_REFERENCE, ctx)
+    assert r.score == 0.0 and r.feedback.startswith("Runtime error")
+
+
+def test_shared_sandbox_modules_use_the_standard_library_only() -> None:
+    import ast
+    import sys
+
+    import exercises
+
+    for path in sorted(Path(exercises.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names}
+        roots |= {n.module.split(".")[0] for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+        if path.stem == "engine_sim":
+            assert roots <= set(sys.stdlib_module_names) | {"__future__"}, (path, roots)
