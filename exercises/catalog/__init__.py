@@ -1,6 +1,7 @@
 """Hardware and model facts shared by every exercise, each figure with its source.
 
-The facts live in `models.toml`, `gpus.toml` and `links.toml` next to this file. Each figure is an
+The facts live in `models.toml`, `gpus.toml`, `links.toml`, `drives.toml` (SSDs) and
+`domains.toml` (NVLink domains) next to this file. Each figure is an
 inline table `{ value = ..., source = "<key>" }` and the key must name an entry of the file's
 `[sources]` table (a config file, a datasheet, a paper). Loading refuses a figure that has no source,
 an unknown source key, a missing or unknown field, or a value of the wrong type, so a fact cannot
@@ -98,6 +99,9 @@ class Model:
     expert_bias: bool | None = None  # biases on every expert projection (GPT-OSS)
     router_bias: bool | None = None  # a bias per routed expert (GPT-OSS; DeepSeek's correction bias)
     post_norms: bool | None = None  # Gemma 2/3: RMSNorm after attention and after the MLP too
+    # Multi-token-prediction modules shipped with the checkpoint (DeepSeek-V3: 1, stored as layer
+    # 61). Not part of `params`/`active_params`: the main model runs without them.
+    mtp_layers: int | None = None
     # field name -> citation text; excluded from equality and hashing (a dict is not hashable).
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -504,6 +508,70 @@ class Link:
         return self.sources[figure]
 
 
+@dataclass(frozen=True)
+class Drive:
+    """A data-centre SSD: the figures a KV tier on flash is sized and worn out by."""
+
+    name: str
+    capacity_tb: float  # decimal TB (10^12 B), as marketed
+    dwpd: float  # rated drive writes per day over the warranty
+    warranty_years: float
+    seq_read_gb_per_s: float  # rated sequential read, 10^9 B/s
+    seq_write_gb_per_s: float  # rated sequential write, 10^9 B/s
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def capacity_bytes(self) -> float:
+        return self.capacity_tb * 1e12
+
+    @property
+    def tbw_bytes(self) -> float:
+        """Rated endurance: capacity x DWPD x 365 x warranty years, in bytes."""
+        return self.capacity_bytes * self.dwpd * 365 * self.warranty_years
+
+    def source(self, figure: str) -> str:
+        return self.sources[figure]
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A scale-up (NVLink) domain: the GPUs that talk over NVLink, and the NIC each one has for
+    everything beyond it."""
+
+    name: str
+    gpu: str  # a gpus.toml name
+    gpus: int  # GPUs in one NVLink domain
+    nic: str  # a links.toml name: each GPU's scale-out NIC
+    nics_per_gpu: int
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def gpu_record(self) -> GPU:
+        return gpu(self.gpu)
+
+    @property
+    def nic_record(self) -> Link:
+        return link(self.nic)
+
+    @property
+    def nvlink_bytes_per_s_one_way(self) -> float:
+        """Per GPU, one direction: half the catalog's both-directions NVLink figure."""
+        return self.gpu_record.nvlink_gbps / 2 * 1e9
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        """Per GPU, one direction, all of its NICs together."""
+        return self.nics_per_gpu * self.nic_record.bytes_per_s
+
+    @property
+    def hbm_bytes(self) -> float:
+        """The domain's HBM under the marketed-GB convention."""
+        return self.gpus * self.gpu_record.hbm_bytes
+
+    def source(self, figure: str) -> str:
+        return self.sources[figure]
+
+
 # ----------------------------------------------------------------------------------------------
 # Schema: the figures each record takes, their type, and whether they may be absent.
 
@@ -546,6 +614,7 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "expert_bias": (bool, _OPTIONAL),
             "router_bias": (bool, _OPTIONAL),
             "post_norms": (bool, _OPTIONAL),
+            "mtp_layers": (int, _OPTIONAL),
         },
     ),
     "gpus.toml": (
@@ -569,6 +638,27 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "kind": (str, _REQUIRED),
             "gbit_per_s": (float, _REQUIRED),
             "effective_gb_per_s": (float, _OPTIONAL),
+        },
+    ),
+    "drives.toml": (
+        Drive,
+        "drives",
+        {
+            "capacity_tb": (float, _REQUIRED),
+            "dwpd": (float, _REQUIRED),
+            "warranty_years": (float, _REQUIRED),
+            "seq_read_gb_per_s": (float, _REQUIRED),
+            "seq_write_gb_per_s": (float, _REQUIRED),
+        },
+    ),
+    "domains.toml": (
+        Domain,
+        "domains",
+        {
+            "gpu": (str, _REQUIRED),
+            "gpus": (int, _REQUIRED),
+            "nic": (str, _REQUIRED),
+            "nics_per_gpu": (int, _REQUIRED),
         },
     ),
 }
@@ -794,9 +884,35 @@ def links() -> dict[str, Link]:
     return dict(_load("links.toml"))
 
 
+def drive(name: str) -> Drive:
+    """An SSD by its catalog name, e.g. "Micron 7450 PRO 3.84TB"."""
+    return _get("drives.toml", name)
+
+
+def drives() -> dict[str, Drive]:
+    return dict(_load("drives.toml"))
+
+
+def domain(name: str) -> Domain:
+    """An NVLink domain by its catalog name, e.g. "GB200 NVL72"; its GPU and NIC must exist."""
+    d: Domain = _get("domains.toml", name)
+    gpu(d.gpu), link(d.nic)  # noqa: B018 - fail here, naming the missing entry
+    return d
+
+
+def domains() -> dict[str, Domain]:
+    return {name: domain(name) for name in _load("domains.toml")}
+
+
 __all__ = [
     "CATALOG_DIR",
     "GPU",
+    "Domain",
+    "Drive",
+    "domain",
+    "domains",
+    "drive",
+    "drives",
     "MODEL_ALIASES",
     "CatalogError",
     "Link",

@@ -26,6 +26,9 @@ from exercises.catalog import CATALOG_DIR, CatalogError, gpu, link, model, parse
             ["bf16_dense_tflops", "hbm_gb", "hbm_tbps", "sms", "l2_mb", "nvlink_gbps"],
         ),
         (catalog.links, ["kind", "gbit_per_s"]),
+        (catalog.drives, ["capacity_tb", "dwpd", "warranty_years", "seq_read_gb_per_s",
+                          "seq_write_gb_per_s"]),
+        (catalog.domains, ["gpu", "gpus", "nic", "nics_per_gpu"]),
     ],
 )
 def test_every_figure_has_a_citation(records, figures):
@@ -41,7 +44,7 @@ def test_every_figure_has_a_citation(records, figures):
 
 
 def test_the_real_files_parse_and_every_source_key_is_used():
-    for filename in ("models.toml", "gpus.toml", "links.toml"):
+    for filename in ("models.toml", "gpus.toml", "links.toml", "drives.toml", "domains.toml"):
         text = (CATALOG_DIR / filename).read_text(encoding="utf-8")
         records = parse(text, filename)
         used = {c for r in records.values() for c in r.sources.values()}
@@ -442,3 +445,37 @@ def test_a_model_of_the_wrong_shape_is_rejected(text, old, new, message):
     assert old in text
     with pytest.raises(CatalogError, match=message):
         parse(text.replace(old, new), "models.toml")
+
+
+def test_drives_and_nvlink_domains_give_the_notes_figures():
+    # Q09: a 3.84 TB, 1-DWPD, 5-year drive is rated for 7,008 TB; at its 5.6 GB/s write ceiling
+    # that is 14.5 days, 7.2 with a write amplification of 2.
+    d = catalog.drive("Micron 7450 PRO 3.84TB")
+    assert d.tbw_bytes == pytest.approx(7008e12)
+    days = d.tbw_bytes / (d.seq_write_gb_per_s * 1e9 * 86_400)
+    assert days == pytest.approx(14.48, abs=0.01) and days / 2 == pytest.approx(7.24, abs=0.01)
+    assert catalog.drive("Micron 7450 MAX 3.2TB").dwpd == 3.0
+    # Q25: NVLink per direction over the NIC is 9x on Hopper and 18x on NVL72; the rack holds
+    # 72 x 186 GB = 13.39 TB of HBM.
+    hopper, rack = catalog.domain("HGX H100"), catalog.domain("GB200 NVL72")
+    assert hopper.nvlink_bytes_per_s_one_way / hopper.nic_bytes_per_s == 9
+    assert rack.nvlink_bytes_per_s_one_way / rack.nic_bytes_per_s == 18
+    assert rack.hbm_bytes == pytest.approx(13.392e12)
+    assert link("100GbE").gb_per_s == 12.5 and link("PCIe Gen4 x16").gb_per_s == 32
+
+
+def test_a_domain_naming_an_unknown_gpu_fails_when_asked_for(monkeypatch: pytest.MonkeyPatch):
+    text = """
+[sources]
+s = "a datasheet with a long enough citation"
+[domains."Ghost"]
+gpu = { value = "No Such GPU", source = "s" }
+gpus = { value = 8, source = "s" }
+nic = { value = "ConnectX-7", source = "s" }
+nics_per_gpu = { value = 1, source = "s" }
+"""
+    records = parse(text, "domains.toml")
+    real = catalog._load
+    monkeypatch.setattr(catalog, "_load", lambda f: records if f == "domains.toml" else real(f))
+    with pytest.raises(KeyError, match="No Such GPU"):
+        catalog.domain("Ghost")
