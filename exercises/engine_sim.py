@@ -380,12 +380,19 @@ def spike_arrivals(base_rate: float, spike_rate: float, spike_start: float, spik
     return out
 
 
+# An admission rule sees one arrival's situation and says whether to queue it.
+Admit = Callable[[dict[str, float]], bool]
+
+
 def simulate_queue(arrivals: Sequence[float], service_rate: float, timeout_s: float, *,
-                   queue_cap: int | None = None, drop_expired: bool = False) -> QueueResult:
+                   queue_cap: int | None = None, drop_expired: bool = False,
+                   admit: Admit | None = None) -> QueueResult:
     """A single FIFO server completing `service_rate` requests per second (service time
     1/service_rate each). A client waits `timeout_s` for service to start, then gives up; without
     `drop_expired` the server still serves its request (dead work). `queue_cap` rejects an
-    arrival that finds that many requests already waiting."""
+    arrival that finds that many requests already waiting; `admit`, if given, is asked for every
+    arrival with {"now", "queue_len", "predicted_wait_s" (until its service would start),
+    "service_rate", "timeout_s"} and rejects it by returning False."""
     service = 1.0 / service_rate
     served: list[tuple[float, float, float]] = []
     dead: list[tuple[float, float]] = []
@@ -419,5 +426,11 @@ def simulate_queue(arrivals: Sequence[float], service_rate: float, timeout_s: fl
         if queue_cap is not None and waiting_now >= queue_cap:
             rejected.append(a)
             continue
+        if admit is not None:
+            wait = max(busy_until - a, 0.0) + waiting_now * service
+            if not admit({"now": a, "queue_len": float(waiting_now), "predicted_wait_s": wait,
+                          "service_rate": float(service_rate), "timeout_s": float(timeout_s)}):
+                rejected.append(a)
+                continue
         queue.append(a)
     return QueueResult(served, dead, dropped, rejected, busy_on_dead)
