@@ -182,6 +182,7 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
             feedback=str(raw.get("feedback", "")),
             variant=str(raw.get("variant", "canonical")),
             file=str(file),
+            tolerance=float(_opt(raw, "tolerance", (int, float), 1e-9, path, f + ".tolerance")),
         ))
     return tuple(cases)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import random
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ def load_by_path(name: str) -> ModuleType:
                                                   EXERCISES / name / "exercise.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    # Registered before running it, as an import would: dataclasses look their module up there.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -97,3 +97,23 @@ def test_status_fragment_polls_only_while_unfinished(client: Client, alice: User
     Submission.objects.filter(pk=sub.pk).update(status="graded", score=1.0, verdict="correct")
     body = client.get(f"/submissions/{sub.pk}/status/").content.decode()
     assert "hx-get" not in body and re.search(r"score\s+1\.00", body)
+
+
+def test_evidence_downloads_are_the_students_own_variant(client: Client, alice: User) -> None:
+    slug = next(s for s, spec in sorted(registry.load_all().items())
+                if hasattr(spec.module, "evidence"))
+    spec = registry.get(slug)
+    ex = Exercise.objects.get(slug=slug)
+    variant = actions.assignment_for(alice, ex).variant
+    mine = registry.evidence(spec, registry.params_for(spec, variant))
+    page = client.get(f"/ex/{slug}/").content.decode()
+    for name, ev in mine.items():
+        assert f'href="/ex/{slug}/evidence/{name}/"' in page
+        r = client.get(f"/ex/{slug}/evidence/{name}/")
+        assert r.status_code == 200 and r["Content-Type"] == "application/json"
+        assert r["Content-Disposition"] == f'attachment; filename="{ev.filename}"'
+        assert r.content == registry.evidence_bytes(ev)
+    assert client.get(f"/ex/{slug}/evidence/nope/").status_code == 404
+    client.logout()
+    r = client.get(f"/ex/{slug}/evidence/{next(iter(mine))}/")
+    assert r.status_code == 302 and "/login/" in r["Location"]
