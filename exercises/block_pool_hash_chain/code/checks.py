@@ -1,0 +1,609 @@
+"""Cases and checks for the collision-safe block pool (runs in the worker, never in the sandbox).
+
+A case is a script of operations on one fresh pool (see driver.py), under SHA-256 or under a
+weak hash (`const`: every block collides; `mod3`: three buckets), or the large speed case.
+`check()` compares every step with the reference's trace, replays the student's own trace
+through an oracle that knows which prefix each block's KV was computed from (so any hit on the
+wrong KV is named), checks conservation after every step, runs the crafted forward-free
+regression as its own check, compares scripts run under SHA-256 and under a colliding hash, and
+compares the speed case's lookup time with the reference's. Each failing check names the
+shortest failing operation sequence.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from graders.base import Check
+
+HERE = Path(__file__).resolve().parent
+Case = dict[str, Any]
+
+RANDOM_CASES = 200
+TWIN_EVERY = 4  # every fourth SHA-256 random script is also run under the colliding hash
+SPEED_RATIO = 20.0
+SPEED_FLOOR_S = 0.25
+# 256 prompts of 16 full blocks fill a 4096-block pool, then 400 lookups of their prefixes are
+# timed; a lookup that scans the cache instead of probing a dictionary is 40x+ slower, and still
+# finishes well inside the part's time limit.
+SPEED_SPEC: dict[str, Any] = {"seed": 2, "num_blocks": 4096, "block_size": 16, "fill": 256,
+                              "fill_blocks": 16, "probes": 400}
+
+# The facts note's crafted regression: 3 blocks, B = 2, every block collides. A = [1,1,2,2,9] is
+# freed FIRST block first, X = [8,8] reuses block 0, and R = [8,8,2,2,7] must hit block 0 only:
+# block 1's recorded parent is block 0, but an earlier incarnation of it.
+REGRESSION_OPS: list[list[Any]] = [
+    ["allocate", "A", [1, 1, 2, 2, 9], None], ["free", "A", False],
+    ["allocate", "X", [8, 8], None], ["lookup", [8, 8, 2, 2, 7], None],
+    ["allocate", "R", [8, 8, 2, 2, 7], None],
+]
+REGRESSION_ID = "regression-forward-free-reuse"
+
+
+def _reference() -> Any:
+    name = "roofline_block_pool_hash_chain_reference_for_checks"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, HERE / "reference.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def make_case(case_id: str, block_size: int, num_blocks: int, ops: list[list[Any]],
+              hash_name: str = "sha256") -> Case:
+    return {"id": case_id, "input": {"block_size": block_size, "num_blocks": num_blocks,
+                                     "hash": hash_name, "ops": ops}}
+
+
+def trace_ops(p: dict[str, Any]) -> list[list[Any]]:
+    """The statement's chunk trace: A, free A, C (running), W (running), lookup A."""
+    return [
+        ["hashes", p["A"], None], ["hashes", p["B"], None],
+        ["allocate", "A", p["A"], None], ["free", "A", True],
+        ["allocate", "C", p["B"], None],
+        ["allocate", "W", p["W"], None],
+        ["lookup", p["A"], None],
+    ]
+
+
+def _chunk(c: int, size: int) -> list[int]:
+    return [1000 * c + i for i in range(1, size + 1)]
+
+
+# The canonical chunk trace (the exercise's CANONICAL), used when params do not carry one.
+CANONICAL_TRACE: dict[str, Any] = {
+    "block_size": 16, "num_blocks": 8,
+    "A": _chunk(1, 16) + _chunk(2, 16) + _chunk(3, 16) + _chunk(4, 16) + [9001, 9002, 9003, 9004],
+    "B": _chunk(1, 16) + _chunk(2, 16) + _chunk(5, 16) + _chunk(4, 16) + [9001, 9002, 9003, 9004],
+    "W": _chunk(6, 16) + _chunk(7, 16),
+}
+
+
+def public_cases(params: dict[str, Any]) -> list[Case]:
+    """The variant's chunk trace, the same trace with every block colliding, the regression."""
+    p = params if "A" in params else CANONICAL_TRACE
+    ops = trace_ops(p)
+    return [
+        make_case("example-trace", p["block_size"], p["num_blocks"], ops),
+        make_case("example-trace@const", p["block_size"], p["num_blocks"], ops, "const"),
+        make_case(REGRESSION_ID, 2, 3, REGRESSION_OPS, "const"),
+    ]
+
+
+def _edge_cases() -> list[Case]:
+    t = CANONICAL_TRACE
+    cases = [
+        make_case("edge-canonical-trace", t["block_size"], t["num_blocks"], trace_ops(t)),
+        make_case("edge-same-block-different-parent", 2, 8, [
+            ["allocate", "a", [1, 1, 2, 2, 3, 3, 5], None], ["free", "a", True],
+            ["lookup", [4, 4, 2, 2, 3, 3, 5], None], ["lookup", [1, 1, 4, 4, 3, 3, 5], None],
+            ["allocate", "b", [1, 1, 4, 4, 3, 3, 5], None]]),
+        make_case("edge-freed-blocks-stay-hittable", 2, 6, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None], ["free", "a", True],
+            ["lookup", [1, 1, 2, 2, 3], None], ["allocate", "b", [7], None],
+            ["lookup", [1, 1, 2, 2, 3], None], ["allocate", "c", [1, 1, 2, 2, 3], None]]),
+        make_case("edge-tail-evicted-first", 2, 5, [
+            ["allocate", "a", [1, 1, 2, 2, 3, 3, 4, 4, 5], None], ["free", "a", True],
+            ["allocate", "b", [7, 7, 7], None], ["lookup", [1, 1, 2, 2, 3, 3, 4, 4, 5], None]]),
+        make_case("edge-forward-free-evicts-heads", 2, 5, [
+            ["allocate", "a", [1, 1, 2, 2, 3, 3, 4, 4, 5], None], ["free", "a", False],
+            ["allocate", "b", [7, 7, 7], None], ["lookup", [1, 1, 2, 2, 3, 3, 4, 4, 5], None]]),
+        make_case("edge-cap-aligned-prompt", 2, 6, [
+            ["allocate", "a", [1, 1, 2, 2], None], ["free", "a", True],
+            ["lookup", [1, 1, 2, 2], None], ["allocate", "b", [1, 1, 2, 2], None],
+            ["lookup", [1, 1, 2, 2, 3], None]]),
+        make_case("edge-one-token", 2, 3, [
+            ["allocate", "a", [1], None], ["free", "a", True], ["lookup", [1], None],
+            ["allocate", "b", [1, 1, 1], None]]),
+        make_case("edge-extra-isolates-tenants", 2, 8, [
+            ["allocate", "a", [1, 1, 2, 2, 3], "t1"], ["free", "a", True],
+            ["lookup", [1, 1, 2, 2, 3], "t2"], ["lookup", [1, 1, 2, 2, 3], None],
+            ["lookup", [1, 1, 2, 2, 3], "t1"], ["allocate", "b", [1, 1, 2, 2, 3], "t2"]]),
+        make_case("edge-pool-full-returns-none", 2, 3, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None], ["allocate", "b", [4], None],
+            ["free", "a", True], ["allocate", "c", [1, 1, 2, 2, 3, 3, 4], None],
+            ["allocate", "c", [1, 1, 2, 2, 5], None]]),
+        make_case("edge-queued-hits-count-against-the-pool", 2, 4, [
+            ["allocate", "a", [1, 2, 3, 4, 5], None], ["free", "a", True],
+            ["allocate", "b", [1, 2, 3, 4, 9, 9, 9, 9, 9], None],
+            ["allocate", "b", [1, 2, 3, 4, 9, 9, 9], None]]),
+        make_case("edge-shared-block-held-twice", 2, 8, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None],
+            ["allocate", "b", [1, 1, 2, 2, 6, 6, 7], None], ["free", "a", True],
+            ["allocate", "c", [8, 8, 8, 8, 8, 8], None], ["free", "b", False],
+            ["free", "c", True]]),
+        make_case("edge-duplicates-first-cached-wins", 2, 6, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None], ["free", "a", True],
+            ["allocate", "b", [1, 1, 2, 2], None], ["free", "b", True],
+            ["lookup", [1, 1, 2, 2, 3], None], ["allocate", "c", [4, 4, 4, 4], None],
+            ["lookup", [1, 1, 2, 2, 3], None]]),
+        make_case("edge-reused-block-same-content", 2, 4, [
+            ["allocate", "a", [1, 1, 2, 2], None], ["free", "a", True],
+            ["allocate", "b", [1, 1, 2, 2], None], ["free", "b", True],
+            ["allocate", "c", [5, 5, 5], None], ["free", "c", True],
+            ["allocate", "d", [1, 1, 2, 2, 3], None], ["free", "d", True],
+            ["lookup", [1, 1, 2, 2, 3], None]]),
+        make_case("edge-evicted-copy-recached", 2, 4, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None], ["free", "a", True],
+            ["allocate", "b", [1, 1, 2, 2], None], ["free", "b", True],
+            ["allocate", "c", [5], None], ["allocate", "d", [1, 1, 2, 2], None],
+            ["lookup", [1, 1, 2, 2, 3], None]]),
+        make_case("edge-parent-reused-child-cached", 2, 4, [
+            ["allocate", "a", [1, 1, 2, 2, 3, 3], None], ["free", "a", False],
+            ["allocate", "x", [8, 8, 8], None], ["lookup", [8, 8, 2, 2, 3], None],
+            ["lookup", [1, 1, 2, 2, 3], None]]),
+    ]
+    # The same scripts with every block colliding: the hits must not change.
+    twins = [make_case(c["id"] + "@const", c["input"]["block_size"], c["input"]["num_blocks"],
+                       c["input"]["ops"], "const") for c in cases[1:]]
+    twins += [make_case(c["id"] + "@mod3", c["input"]["block_size"], c["input"]["num_blocks"],
+                        c["input"]["ops"], "mod3") for c in cases[1:4]]
+    return cases + twins
+
+
+@st.composite
+def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
+    """A random script over the token alphabet {1, 2} (or {1, 2, 3}), so equal blocks and hash
+    collisions abound. Every integer drawn is below 100 (see Q41's checks on why)."""
+    ref = _reference()
+    B = draw(st.sampled_from((1, 2, 2, 3, 4)))
+    N = draw(st.integers(3, 12))
+    hash_name = draw(st.sampled_from(("sha256", "const", "mod3")))
+    alphabet = draw(st.sampled_from(((1, 2), (1, 2), (1, 2, 3))))
+    pool = ref.BlockPool(N, B)  # tracks which requests are running
+    ops: list[list[Any]] = []
+    running: list[str] = []
+    for i in range(draw(st.integers(2, 10))):
+        kind = draw(st.sampled_from(("allocate", "allocate", "allocate", "free", "free",
+                                     "lookup", "hashes")))
+        if kind == "free" and not running:
+            kind = "allocate"
+        if kind == "free":
+            rid = running.pop(draw(st.integers(0, len(running) - 1)))
+            tail_first = draw(st.sampled_from((True, True, True, False)))
+            pool.free(rid, tail_first)
+            ops.append(["free", rid, tail_first])
+            continue
+        n = max(1, draw(st.integers(0, 6)) * B + draw(st.integers(0, B - 1)))
+        tokens = draw(st.lists(st.sampled_from(alphabet), min_size=n, max_size=n))
+        extra = draw(st.sampled_from((None, None, None, None, "t1", "t2")))
+        if kind == "allocate":
+            rid = f"r{i}"
+            if pool.allocate(rid, tokens, extra) is not None:
+                running.append(rid)
+            ops.append(["allocate", rid, tokens, extra])
+        else:
+            ops.append([kind, tokens, extra])
+    return B, N, hash_name, ops
+
+
+@lru_cache(maxsize=16)
+def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
+    drawn: list[str] = []
+
+    # No shrinking and no example database: a seed always gives the same list.
+    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
+              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @hypothesis_seed(seed)
+    @given(_random_case())
+    def collect(case: tuple[int, int, str, list[list[Any]]]) -> None:
+        B, N, hash_name, ops = case
+        drawn.append(json.dumps(make_case("", B, N, ops, hash_name)["input"], sort_keys=True))
+
+    collect()
+    return tuple(drawn)
+
+
+def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
+    """Edge cases and their colliding twins, the regression, Hypothesis scripts (deterministic
+    for a seed; every fourth SHA-256 one also under the colliding hash), smallest first, and the
+    large speed case last."""
+    cases = _edge_cases()
+    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
+    n = 0
+    for raw in _random_inputs(int(seed), RANDOM_CASES):
+        if raw in seen:
+            continue
+        seen.add(raw)
+        n += 1
+        inp = json.loads(raw)
+        cases.append({"id": f"random-{n:03d}", "input": inp})
+        if inp["hash"] == "sha256" and n % TWIN_EVERY == 0:
+            cases.append({"id": f"random-{n:03d}@const", "input": dict(inp, hash="const")})
+    cases.sort(key=size_key)
+    cases.append({"id": "speed-large", "input": {"speed": dict(SPEED_SPEC)}})
+    return cases
+
+
+# ---------------------------------------------------------------- describing cases
+
+
+def _op_size(op: list[Any]) -> int:
+    return 1 + sum(len(x) for x in op if isinstance(x, list))
+
+
+def size_key(case: Case) -> tuple[int, int, str]:
+    inp = case["input"]
+    if "speed" in inp:
+        return (10**9, 0, "")
+    return (len(inp["ops"]), sum(_op_size(op) for op in inp["ops"]),
+            json.dumps(inp, sort_keys=True))
+
+
+HASH_NOTE = {
+    "const": "const_fn(parent, tokens, extra) = bytes(32): every block collides",
+    "mod3": "mod3_fn(parent, tokens, extra) = bytes([(sum(tokens) + parent[0]) % 3])",
+}
+
+
+def _fmt_op(op: list[Any]) -> str:
+    kind = op[0]
+    if kind == "free":
+        return f"pool.free({op[1]!r})" if op[2] else f"pool.free({op[1]!r}, tail_first=False)"
+    if kind == "allocate":
+        args, extra = f"{op[1]!r}, {op[2]!r}", op[3]
+    else:
+        args, extra = repr(op[1]), op[2]
+    if extra is not None:
+        args += f", extra={extra!r}"
+    name = {"hashes": "block_hashes"}.get(kind, kind)
+    return f"pool.{name}({args})"
+
+
+def describe(case: Case, upto: int | None = None) -> str:
+    """The case as code a student can paste; `upto` cuts the script after that op index."""
+    inp = case["input"]
+    if "speed" in inp:
+        s = inp["speed"]
+        return (f"the large speed case ({s['fill']} prompts of {s['fill_blocks']} blocks of "
+                f"{s['block_size']} tokens admitted and finished in a {s['num_blocks']}-block "
+                f"pool, then {s['probes']} timed lookups of their prefixes)")
+    ops = inp["ops"] if upto is None else inp["ops"][: upto + 1]
+    lines = [] if inp["hash"] == "sha256" else ["# " + HASH_NOTE[inp["hash"]]]
+    hash_arg = "" if inp["hash"] == "sha256" else f", {inp['hash']}_fn"
+    lines.append(f"pool = BlockPool(num_blocks={inp['num_blocks']}, "
+                 f"block_size={inp['block_size']}{hash_arg})")
+    lines += [_fmt_op(op) for op in ops]
+    text = "\n".join(lines)
+    return text if len(text) <= 3000 else text[:2990] + "\n..."
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- checking
+
+
+CHECKS: tuple[tuple[str, float, str], ...] = (
+    ("no crash", 1.0, "Every operation ran without an exception."),
+    ("block hashes", 1.0, "block_hashes matched every value."),
+    ("lookup results", 1.0, "Every lookup returned the right verified hit chain."),
+    ("allocate results", 2.0,
+     "Every allocate returned the right blocks and cached tokens (or None when it must)."),
+    ("free queue after every step", 1.0,
+     "free_order() matched the reference after every step."),
+    ("never hands out wrong KV", 2.0,
+     "No lookup or allocate ever hit a block whose KV was computed from a different prefix, "
+     "under SHA-256 or under hashes where blocks collide."),
+    ("forward-free regression", 1.0,
+     "After a first-block-first free and the parent block's reuse, the child was not hit."),
+    ("collisions never change a hit", 1.0,
+     "Scripts run with every block colliding gave exactly the results they gave with SHA-256."),
+    ("invariants after every step", 1.0,
+     "Conservation held after every step: num_free() = len(free_order()), free + held = all "
+     "blocks, nothing both free and held, hits block-aligned and within the last-token cap, "
+     "lookup changed nothing."),
+    ("large case matches", 1.0, "The large case gave the reference's results."),
+    ("lookup speed", 1.0, "The large case's lookups ran within 20x of the reference's time."),
+)
+
+
+class _Verdict:
+    def __init__(self) -> None:
+        self.results: dict[str, list[tuple[tuple[Any, ...], bool, str]]] = {}
+
+    def add(self, name: str, key: tuple[Any, ...], passed: bool, message: str = "") -> None:
+        self.results.setdefault(name, []).append((key, passed, message))
+
+
+def _steps(got: Any) -> list[dict[str, Any]] | str:
+    if not isinstance(got, dict):
+        return "the output line for this case is malformed"
+    if "error" in got:
+        return str(got["error"])
+    out = got.get("output")
+    if not isinstance(out, dict) or not isinstance(out.get("steps"), list) \
+            or not all(isinstance(s, dict) for s in out["steps"]):
+        return "the output line for this case is malformed"
+    return out["steps"]
+
+
+def _ids_ok(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool)
+                                           for b in value)
+
+
+def _where(case: Case, i: int) -> str:
+    return f"at step {i + 1} of:\n{describe(case, i)}"
+
+
+CHECK_OF_OP = {"hashes": "block hashes", "lookup": "lookup results",
+               "allocate": "allocate results", "free": "allocate results"}
+
+
+def _oracle(case: Case, steps: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """Replay the student's own trace, tracking which prefix each block's KV was computed from;
+    the first hit on a block whose prefix differs from the request's is wrong KV."""
+    inp = case["input"]
+    B = inp["block_size"]
+    content: dict[int, tuple[Any, tuple[int, ...]]] = {}
+    for i, (op, step) in enumerate(zip(inp["ops"], steps, strict=False)):
+        if "error" in step or op[0] not in ("lookup", "allocate"):
+            continue
+        out = step.get("out")
+        if op[0] == "lookup":
+            tokens, extra = op[1], op[2]
+            hits = out if _ids_ok(out) else []
+            new: list[int] = []
+        else:
+            tokens, extra = op[2], op[3]
+            if not (isinstance(out, list) and len(out) == 2 and _ids_ok(out[0])
+                    and isinstance(out[1], int)):
+                continue
+            hits, new = out[0][: out[1] // B], out[0][out[1] // B:]
+        for j, b in enumerate(hits):
+            want = (extra, tuple(tokens[: (j + 1) * B]))
+            have = content.get(b)
+            if have != want:
+                held = "nothing (it was never written)" if have is None else (
+                    f"the KV of prefix {list(have[1])}" + (f" with extra={have[0]!r}"
+                                                           if have[0] is not None else ""))
+                return i, (f"{op[0]} used block {b} for position {j} of {tokens}, but block "
+                           f"{b} holds {held}; position {j} needs the KV of prefix "
+                           f"{list(want[1])}" + (f" with extra={extra!r}" if extra else ""))
+        if op[0] == "allocate":
+            for j, b in enumerate(new, start=len(hits)):
+                content[b] = (extra, tuple(tokens[: (j + 1) * B]))
+    return None
+
+
+def _invariants(case: Case, steps: list[dict[str, Any]]) -> tuple[int, str] | None:
+    inp = case["input"]
+    N, B = inp["num_blocks"], inp["block_size"]
+    held: dict[str, list[int]] = {}
+    prev: list[int] = list(range(N))
+    for i, (op, step) in enumerate(zip(inp["ops"], steps, strict=False)):
+        if "error" in step:
+            continue
+        out, queue, nfree = step.get("out"), step.get("queue"), step.get("num_free")
+        if not _ids_ok(queue):
+            return i, "free_order() did not return a list of block ids"
+        problem = ""
+        if op[0] == "allocate" and isinstance(out, list) and len(out) == 2 and _ids_ok(out[0]):
+            n = len(op[2])
+            ids, cached = out
+            cap = B * ((n - 1) // B)
+            if len(ids) != -(-n // B):
+                problem = (f"allocate returned {len(ids)} blocks for a {n}-token prompt; it needs "
+                           f"ceil({n}/{B}) = {-(-n // B)}")
+            elif len(set(ids)) != len(ids):
+                problem = f"allocate returned a block twice: {ids}"
+            elif not isinstance(cached, int) or cached % B or cached > cap:
+                problem = (f"allocate reported {cached} cached tokens for a {n}-token prompt: a "
+                           f"multiple of {B} and at most {B}·floor(({n} − 1)/{B}) = {cap}")
+            elif any(b in blocks for blocks in held.values() for b in ids[cached // B:]):
+                problem = (f"allocate handed out as new a block that a running request still "
+                           f"holds (new blocks {ids[cached // B:]})")
+            held[op[1]] = ids
+        if op[0] == "lookup" and _ids_ok(out) and len(out) > (len(op[1]) - 1) // B:
+            problem = (f"lookup returned {len(out)} hits for a {len(op[1])}-token prompt; at most "
+                       f"floor(({len(op[1])} − 1)/{B}) = {(len(op[1]) - 1) // B} blocks may hit")
+        if op[0] == "free":
+            held.pop(op[1], None)
+        holding = {b for blocks in held.values() for b in blocks}
+        if not problem:
+            if nfree != len(queue):
+                problem = f"num_free() is {nfree} but free_order() lists {len(queue)} blocks"
+            elif len(set(queue)) != len(queue):
+                problem = f"the free queue lists a block twice: {queue}"
+            elif any(not 0 <= b < N for b in queue):
+                problem = f"the free queue holds a block id outside 0..{N - 1}: {queue}"
+            elif holding & set(queue):
+                problem = (f"block(s) {sorted(holding & set(queue))} are in the free queue while "
+                           "a running request holds them")
+            elif len(queue) + len(holding) != N:
+                problem = (f"{len(queue)} free + {len(holding)} held by running requests = "
+                           f"{len(queue) + len(holding)}, but the pool has {N} blocks: a block "
+                           "leaked or is counted twice")
+            elif op[0] in ("lookup", "hashes") and queue != prev:
+                problem = f"{op[0]} changed the free queue from {prev} to {queue}"
+            elif op[0] == "allocate" and out is None and queue != prev:
+                problem = f"allocate returned None but changed the free queue to {queue}"
+        if problem:
+            return i, problem
+        prev = queue
+    return None
+
+
+def _prefix_key(case: Case, i: int) -> tuple[int, int]:
+    ops = case["input"]["ops"][: i + 1]
+    return (len(ops), sum(_op_size(op) for op in ops))
+
+
+def _judge(case: Case, got: Any, exp: dict[str, Any], v: _Verdict,
+           first_out: dict[str, Any]) -> None:
+    inp = case["input"]
+    steps = _steps(got)
+    e_steps = exp["output"]["steps"]
+    names = {CHECK_OF_OP[op[0]] for op in inp["ops"]} | {"free queue after every step",
+                                                          "never hands out wrong KV",
+                                                          "invariants after every step"}
+    if case["id"] == REGRESSION_ID:
+        names.add("forward-free regression")
+    if isinstance(steps, str):
+        for name in names | {"no crash"}:
+            v.add(name, (1, 0), False, f"{steps.rstrip()} — on:\n{describe(case)}")
+        return
+    first: dict[str, tuple[int, str]] = {}
+
+    def fail(name: str, i: int, message: str) -> None:
+        if name not in first:
+            first[name] = (i, message)
+
+    for i, (op, e) in enumerate(zip(inp["ops"], e_steps, strict=True)):
+        g = steps[i] if i < len(steps) else {"error": "no result"}
+        if "error" in g:
+            if i < len(steps):
+                fail("no crash", i, f"{str(g['error']).rstrip()}\n— {_where(case, i)}")
+            for name in names:
+                fail(name, i, f"the step raised an exception — {_where(case, i)}")
+            break
+        if g.get("out") != e["out"]:
+            what = {"hashes": "block_hashes returned", "lookup": "lookup returned",
+                    "allocate": "allocate returned", "free": "free returned"}[op[0]]
+            fail(CHECK_OF_OP[op[0]], i, f"{what} {_short(g.get('out'))}, expected "
+                                        f"{_short(e['out'])} — {_where(case, i)}")
+        if g.get("queue") != e["queue"]:
+            fail("free queue after every step", i,
+                 f"after this step free_order() is {_short(g.get('queue'))}, expected "
+                 f"{_short(e['queue'])} — {_where(case, i)}")
+    bad = _oracle(case, steps)
+    if bad is not None:
+        fail("never hands out wrong KV", bad[0], f"wrong KV: {bad[1]} — {_where(case, bad[0])}")
+    bad = _invariants(case, steps)
+    if bad is not None:
+        fail("invariants after every step", bad[0], f"{bad[1]} — {_where(case, bad[0])}")
+    if case["id"] == REGRESSION_ID:
+        broken = [first[n][0] for n in ("lookup results", "allocate results",
+                                        "never hands out wrong KV", "no crash") if n in first]
+        if broken:
+            i = min(broken)
+            detail = next(first[n][1] for n in ("never hands out wrong KV", "lookup results",
+                                                 "allocate results", "no crash") if n in first)
+            fail("forward-free regression", i, (
+                "A was freed first block first, so block 0 went back to the queue before block "
+                "1, and X then reused block 0. Block 1 is still cached with parent \"block 0\", "
+                "but that was block 0's previous contents. R = [8, 8, 2, 2, 7] may hit block 0 "
+                "(X's [8, 8]) and must stop there: lookup [0], allocate [[0, 1, 2], 2]. Record "
+                "the parent's incarnation (its id and a generation that changes each time the "
+                "block is handed out), not its id alone or its hash. What happened: " + detail))
+    if not any("error" in s for s in steps):
+        v.add("no crash", (0, 0), True)
+    for name in names | set(first):
+        if name in first:
+            i, message = first[name]
+            v.add(name, _prefix_key(case, i), False, message)
+        else:
+            v.add(name, (0, 0), True)
+    first_out[case["id"]] = [s.get("out") if "error" not in s else {"error": True}
+                             for s in steps]
+
+
+def _judge_twins(cases: list[Case], outs: dict[str, Any], v: _Verdict) -> None:
+    """A script run under a colliding hash must give exactly what it gave under SHA-256."""
+    by_id = {c["id"]: c for c in cases}
+    for case in cases:
+        base_id, at, _ = case["id"].partition("@")
+        if not at or base_id not in by_id or base_id not in outs or case["id"] not in outs:
+            continue
+        base, twin = outs[base_id], outs[case["id"]]
+        ops = case["input"]["ops"]
+        diff = next((i for i, op in enumerate(ops) if op[0] != "hashes" and (
+            i >= len(base) or i >= len(twin) or base[i] != twin[i])), None)
+        if diff is None:
+            v.add("collisions never change a hit", (0, 0), True)
+            continue
+        b = base[diff] if diff < len(base) else "nothing"
+        t = twin[diff] if diff < len(twin) else "nothing"
+        v.add("collisions never change a hit", _prefix_key(case, diff), False, (
+            f"with {case['input']['hash']}_fn your pool's step "
+            f"{diff + 1} gave {_short(t)}, but with SHA-256 the same script gave {_short(b)}. "
+            "The hash only nominates candidates; verification must decide, so collisions may "
+            f"cost lookups but never change a hit — {_where(case, diff)}"))
+
+
+def _judge_speed(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
+    e = exp["output"]["speed"]
+    out = got.get("output") if isinstance(got, dict) else None
+    g = out.get("speed") if isinstance(out, dict) else None
+    if not (isinstance(g, dict) and isinstance(g.get("seconds"), int | float)
+            and isinstance(g.get("digest"), str)):
+        error = got.get("error") if isinstance(got, dict) else None
+        msg = f"the large case did not finish: {str(error or 'malformed output').rstrip()}"
+        v.add("large case matches", (0, 0), False, msg)
+        v.add("lookup speed", (0, 0), False, msg + " (so its time could not be measured)")
+        return
+    ok = g["digest"] == e["digest"]
+    v.add("large case matches", (0, 0), ok, "" if ok else (
+        f"on {describe(case)} your results differ from the reference's; the smaller cases "
+        "show where"))
+    ratio = g["seconds"] / max(e["seconds"], 1e-9)
+    fast = g["seconds"] <= max(SPEED_RATIO * e["seconds"], SPEED_FLOOR_S)
+    v.add("lookup speed", (0, 0), fast, "" if fast else (
+        f"the {SPEED_SPEC['probes']:,} timed lookups of the large case took {g['seconds']:.3f} s, "
+        f"{ratio:.0f}x the reference's {e['seconds']:.4f} s (median of {g.get('runs', 1)} "
+        f"run(s); the bound is {SPEED_RATIO:.0f}x, generous so that noise never fails you). "
+        "Use the hash to find the few candidates with one dictionary probe per block, then "
+        "verify only those; scanning every cached block makes each lookup grow with the cache "
+        "(about 4,000 blocks here). Your results are still graded on every other check; this "
+        "one is worth one point."))
+
+
+def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
+          params: dict[str, Any]) -> list[Check]:
+    v = _Verdict()
+    outs: dict[str, Any] = {}
+    for case, g, e in zip(cases, got, expected, strict=True):
+        if "speed" in case["input"]:
+            _judge_speed(case, g, e, v)
+        else:
+            _judge(case, g, e, v, outs)
+    _judge_twins(cases, outs, v)
+    checks: list[Check] = []
+    for name, weight, ok_message in CHECKS:
+        results = v.results.get(name)
+        if not results:
+            continue
+        failures = [r for r in results if not r[1]]
+        if not failures:
+            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
+            continue
+        _, _, message = min(failures, key=lambda r: r[0])
+        prefix = (f"{len(failures)} of {len(results)} cases fail. Shortest failing sequence, "
+                  if len(results) > 1 else "")
+        checks.append(Check(name, False, prefix + message, weight,
+                            {"failing": len(failures), "cases": len(results)}))
+    return checks

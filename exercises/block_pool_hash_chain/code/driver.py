@@ -1,0 +1,214 @@
+"""Plays one test case against a BlockPool module: `run_case(module, case_input)`.
+
+Runs inside the sandbox on the student's `submission.py` and in the worker on the reference.
+Standard library only, and nothing of ours.
+
+Case input, one of:
+  {"block_size": B, "num_blocks": N, "hash": "sha256" | "const" | "mod3", "ops": [op, ...]}
+  {"speed": {"seed", "num_blocks", "block_size", "fill", "fill_blocks", "probes"}}
+Ops:
+  ["hashes", tokens, extra]              -> [hex, ...]           (pool.block_hashes)
+  ["lookup", tokens, extra]              -> [ids]
+  ["allocate", req_id, tokens, extra]    -> [ids, cached] or null
+  ["free", req_id, tail_first]           -> null
+Output: {"steps": [{"out": ..., "queue": [...], "num_free": n}, ...]}: every step records the
+free queue (head first) and num_free() after it. The first op that raises ends the case with
+{"error": "Type: message ..."} as its step. A speed case returns {"speed": {"digest", "lookups",
+"seconds", "runs"}}: the median time of the timed lookups over a few fresh runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Any
+
+MAX_OUTPUT_BYTES = 64_000
+MAX_ERROR_CHARS = 400
+TRACE_FRAMES = 3
+TRACE_LINE_CHARS = 160
+SPEED_RUNS = 3
+SPEED_REPEAT_BELOW_S = 0.4  # a slower run is not repeated: a slow solution must still finish
+
+
+def _const(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    # Every block of every prompt collides.
+    return bytes(32)
+
+
+def _mod3(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    # Three buckets, chained through the parent's first byte: collisions at every level.
+    return bytes([(sum(tokens) + parent[0]) % 3])
+
+
+def _fast(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    # The speed case's hash: cheap, so the time measured is the pool's own work. hash() of bytes
+    # is salted per process, but only block ids reach the digest, and 64-bit collisions do not
+    # occur at this size (a collision would only cost a verification anyway).
+    return hash((parent, tokens, extra)).to_bytes(8, "little", signed=True)
+
+
+HASHES: dict[str, Callable[[bytes, tuple[int, ...], object], bytes]] = {
+    "const": _const, "mod3": _mod3}
+
+
+def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
+    import traceback  # only on an error
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    path = os.path.abspath(path)
+    name = os.path.basename(path)
+    lines: list[str] = []
+    for frame in traceback.extract_tb(tb)[::-1]:
+        if os.path.abspath(frame.filename) != path:
+            continue
+        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
+        if frame.line:
+            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
+        lines.append(text)
+        if len(lines) == TRACE_FRAMES:
+            break
+    return lines[::-1]
+
+
+def _describe(exc: BaseException, module: Any) -> str:
+    try:
+        detail = str(exc)
+    except Exception:
+        detail = "<str() of the exception failed>"
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    frames = _own_frames(exc.__traceback__, module)
+    return "\n".join([text, *frames]) + "\n" if frames else text
+
+
+def _ids(value: Any, what: str) -> list[int]:
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in value):
+        raise TypeError(f"{what} returned {value!r:.80}, expected a list of block ids (int)")
+    return [int(b) for b in value]
+
+
+def _count(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} returned {value!r:.40}, expected an int")
+    return int(value)
+
+
+def _step(pool: Any, op: list[Any]) -> dict[str, Any]:
+    kind = op[0]
+    step: dict[str, Any]
+    if kind == "hashes":
+        got = pool.block_hashes(list(op[1]), op[2])
+        if not isinstance(got, list | tuple) or not all(isinstance(h, bytes | bytearray)
+                                                        for h in got):
+            raise TypeError(f"block_hashes returned {got!r:.80}, expected a list of bytes")
+        step = {"out": [bytes(h).hex() for h in got]}
+    elif kind == "lookup":
+        step = {"out": _ids(pool.lookup(list(op[1]), op[2]), "lookup")}
+    elif kind == "allocate":
+        got = pool.allocate(op[1], list(op[2]), op[3])
+        if got is None:
+            step = {"out": None}
+        else:
+            if not isinstance(got, list | tuple) or len(got) != 2:
+                raise TypeError(f"allocate returned {got!r:.80}, expected (block ids, cached "
+                                "tokens) or None")
+            step = {"out": [_ids(got[0], "allocate"), _count(got[1], "allocate (cached tokens)")]}
+    elif kind == "free":
+        if op[2]:
+            pool.free(op[1])  # the default must be tail first
+        else:
+            pool.free(op[1], tail_first=False)
+        step = {"out": None}
+    else:
+        raise ValueError(f"unknown op {kind!r}")
+    step["queue"] = _ids(pool.free_order(), "free_order")
+    step["num_free"] = _count(pool.num_free(), "num_free")
+    return step
+
+
+def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
+    if "speed" in case_input:
+        return {"speed": _speed(module, case_input["speed"])}
+    steps: list[dict[str, Any]] = []
+    try:
+        if case_input["hash"] == "sha256":
+            pool = module.BlockPool(case_input["num_blocks"], case_input["block_size"])
+        else:
+            pool = module.BlockPool(case_input["num_blocks"], case_input["block_size"],
+                                    HASHES[case_input["hash"]])
+    except MemoryError:
+        raise
+    except (Exception, SystemExit) as exc:
+        return {"steps": [{"error": _describe(exc, module)}]}
+    for op in case_input["ops"]:
+        try:
+            steps.append(_step(pool, op))
+        except MemoryError:
+            raise
+        except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
+            steps.append({"error": _describe(exc, module)})
+            break
+    return {"steps": steps}
+
+
+# ------------------------------------------------------------------ the speed case
+
+
+def speed_workload(spec: dict[str, Any]) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """`fill` distinct prompts of `fill_blocks` full blocks plus one token, and `probes`
+    (prompt index, prefix blocks) pairs to look up."""
+    rng = random.Random(spec["seed"])
+    B = spec["block_size"]
+    prompts = [[rng.randrange(32000) for _ in range(B * spec["fill_blocks"] + 1)]
+               for _ in range(spec["fill"])]
+    probes = [(rng.randrange(spec["fill"]), rng.randint(1, spec["fill_blocks"]))
+              for _ in range(spec["probes"])]
+    return prompts, probes
+
+
+def play_speed(module: Any, spec: dict[str, Any], prompts: list[list[int]],
+               probes: list[tuple[int, int]]) -> tuple[list[Any], float]:
+    """Admit and finish every prompt (filling the cache; not timed), then time lookups of
+    prefixes of them. Returns (all results, seconds spent in lookup)."""
+    B = spec["block_size"]
+    pool = module.BlockPool(spec["num_blocks"], B, _fast)
+    results: list[Any] = []
+    for i, tokens in enumerate(prompts):
+        results.append(pool.allocate(f"f{i}", tokens))
+        pool.free(f"f{i}")
+    queries = [prompts[j][: blocks * B + 1] for j, blocks in probes]
+    lookup = pool.lookup
+    start = time.perf_counter()
+    found = [lookup(tokens) for tokens in queries]
+    elapsed = time.perf_counter() - start
+    return results + found, elapsed
+
+
+def _speed(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    prompts, probes = speed_workload(spec)
+    times: list[float] = []
+    digest = ""
+    for _ in range(SPEED_RUNS):
+        results, elapsed = play_speed(module, spec, prompts, probes)
+        times.append(elapsed)
+        try:
+            digest = hashlib.sha256(json.dumps(results).encode()).hexdigest()[:16]
+        except (TypeError, ValueError):
+            digest = "results not JSON-able"
+        if elapsed > SPEED_REPEAT_BELOW_S:
+            break
+    times.sort()
+    return {"digest": digest, "lookups": len(probes), "seconds": times[len(times) // 2],
+            "runs": len(times)}

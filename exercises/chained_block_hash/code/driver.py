@@ -1,0 +1,243 @@
+"""Plays one test case against a prefix-cache module: `run_case(module, case_input)`.
+
+Runs inside the sandbox on the student's `submission.py` and in the worker on the reference.
+Standard library only, and nothing of ours.
+
+Case input, one of:
+  {"block_size": B, "num_blocks": N, "hash": "sha256" | "blake2b", "ops": [op, ...]}
+  {"speed": {"seed": s, "num_blocks": N, "block_size": B, "docs": d, "requests": r}}
+Ops:
+  ["hash_block", parent_hex_or_null, tokens, extra]   -> hex
+  ["request_hashes", tokens, extra]                   -> [hex, ...]
+  ["lookup", tokens, extra]                           -> [ids, cached]
+  ["allocate", req_id, tokens, extra]                 -> [ids, cached] or null
+  ["free", req_id]                                    -> null
+Output: {"steps": [{"out": ..., "queue": [...], "owners": [[...], ...]}, ...]}; model ops add the
+free queue after the op, allocate adds blocks_for_hash of each of the prompt's full-block hashes
+(hashed here, not by the module under test). The first op that raises ends the case with
+{"error": "Type: message ..."} as its step. A speed case returns {"speed": {"digest", "ops",
+"seconds", "runs"}}: the median time of the whole workload over a few fresh runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import struct
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+    from typing import Any
+
+MAX_OUTPUT_BYTES = 64_000
+MAX_ERROR_CHARS = 400
+TRACE_FRAMES = 3
+TRACE_LINE_CHARS = 160
+NONE_HASH = hashlib.sha256(b"seed").digest()
+# The speed case: a run that takes longer than this is not repeated (a slow solution must still
+# finish inside the part's time limit); otherwise up to SPEED_RUNS runs, median reported.
+SPEED_RUNS = 3
+SPEED_REPEAT_BELOW_S = 0.4
+
+
+def _tok_bytes(tokens: tuple[int, ...]) -> bytes:
+    return struct.pack(f"<{len(tokens)}i", *tokens)
+
+
+def _sha256(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    h = hashlib.sha256(parent)
+    h.update(_tok_bytes(tokens))
+    h.update(repr(extra).encode("utf-8"))
+    return h.digest()
+
+
+def _blake2b(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    # A second, equally strong hash: the model must use the function it is given.
+    return hashlib.blake2b(parent + _tok_bytes(tokens) + repr(extra).encode("utf-8"),
+                           digest_size=32).digest()
+
+
+def _fast_hash(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
+    # The speed case's hash: cheap, so the time measured is the cache's own work. Python salts
+    # hash() of bytes per process, but only block ids reach the digest, never hash values, and
+    # 64-bit collisions do not happen at this size.
+    return hash((parent, tokens, extra)).to_bytes(8, "little", signed=True)
+
+
+HASHES: dict[str, Callable[[bytes, tuple[int, ...], object], bytes]] = {
+    "sha256": _sha256, "blake2b": _blake2b}
+
+
+def _chain(tokens: list[int], block_size: int, extra: object,
+           fn: Callable[[bytes, tuple[int, ...], object], bytes]) -> list[bytes]:
+    out, parent = [], NONE_HASH
+    for i in range(len(tokens) // block_size):
+        parent = fn(parent, tuple(tokens[i * block_size:(i + 1) * block_size]), extra)
+        out.append(parent)
+    return out
+
+
+def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
+    import traceback  # only on an error
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    path = os.path.abspath(path)
+    name = os.path.basename(path)
+    lines: list[str] = []
+    for frame in traceback.extract_tb(tb)[::-1]:
+        if os.path.abspath(frame.filename) != path:
+            continue
+        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
+        if frame.line:
+            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
+        lines.append(text)
+        if len(lines) == TRACE_FRAMES:
+            break
+    return lines[::-1]
+
+
+def _describe(exc: BaseException, module: Any) -> str:
+    try:
+        detail = str(exc)
+    except Exception:
+        detail = "<str() of the exception failed>"
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    frames = _own_frames(exc.__traceback__, module)
+    return "\n".join([text, *frames]) + "\n" if frames else text
+
+
+def _hex(value: Any, what: str) -> str:
+    if not isinstance(value, bytes | bytearray):
+        raise TypeError(f"{what} returned {type(value).__name__}, expected bytes")
+    return bytes(value).hex()
+
+
+def _ids(value: Any, what: str) -> list[int]:
+    if not isinstance(value, list | tuple) or not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in value):
+        raise TypeError(f"{what} returned {value!r:.80}, expected a list of block ids (int)")
+    return [int(b) for b in value]
+
+
+def _pair(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise TypeError(f"{what} returned {value!r:.80}, expected (block ids, cached tokens)")
+    cached = value[1]
+    if not isinstance(cached, int) or isinstance(cached, bool):
+        raise TypeError(f"{what} returned cached tokens {cached!r:.40}, expected an int")
+    return [_ids(value[0], what), int(cached)]
+
+
+def _step(module: Any, model: Any, op: list[Any], case: dict[str, Any],
+          fn: Callable[[bytes, tuple[int, ...], object], bytes]) -> dict[str, Any]:
+    kind = op[0]
+    # The default hash is called without hash_fn, so the module's own default is tested too.
+    kw = {} if case["hash"] == "sha256" else {"hash_fn": fn}
+    if kind == "hash_block":
+        parent = None if op[1] is None else bytes.fromhex(op[1])
+        return {"out": _hex(module.hash_block_tokens(parent, list(op[2]), op[3], **kw),
+                            "hash_block_tokens")}
+    if kind == "request_hashes":
+        got = module.request_block_hashes(list(op[1]), case["block_size"], op[2], **kw)
+        if not isinstance(got, list | tuple):
+            raise TypeError(f"request_block_hashes returned {type(got).__name__}, expected a list")
+        return {"out": [_hex(h, "request_block_hashes") for h in got]}
+    step: dict[str, Any]
+    if kind == "lookup":
+        step = {"out": _pair(model.lookup(list(op[1]), op[2]), "lookup")}
+    elif kind == "allocate":
+        got = model.allocate(op[1], list(op[2]), op[3])
+        step = {"out": None if got is None else _pair(got, "allocate")}
+        hashes = _chain(list(op[2]), case["block_size"], op[3], fn)
+        step["owners"] = [_ids(model.blocks_for_hash(h), "blocks_for_hash") for h in hashes]
+    elif kind == "free":
+        model.free(op[1])
+        step = {"out": None}
+    else:
+        raise ValueError(f"unknown op {kind!r}")
+    step["queue"] = _ids(model.free_queue(), "free_queue")
+    return step
+
+
+def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
+    if "speed" in case_input:
+        return {"speed": _speed(module, case_input["speed"])}
+    fn = HASHES[case_input["hash"]]
+    model = None
+    steps: list[dict[str, Any]] = []
+    for op in case_input["ops"]:
+        try:
+            if model is None and op[0] in ("lookup", "allocate", "free"):
+                if case_input["hash"] == "sha256":
+                    model = module.PrefixCacheModel(case_input["num_blocks"],
+                                                    case_input["block_size"])
+                else:
+                    model = module.PrefixCacheModel(case_input["num_blocks"],
+                                                    case_input["block_size"], fn)
+            steps.append(_step(module, model, op, case_input, fn))
+        except MemoryError:
+            raise
+        except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
+            steps.append({"error": _describe(exc, module)})
+            break
+    return {"steps": steps}
+
+
+# ------------------------------------------------------------------ the speed case
+
+
+def speed_workload(spec: dict[str, Any]) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """`fill` distinct prompts of `fill_blocks` full blocks plus one token (so the cache ends up
+    holding thousands of hashes), then `probes` (prompt index, prefix blocks) pairs to look up."""
+    rng = random.Random(spec["seed"])
+    B = spec["block_size"]
+    prompts = [[rng.randrange(32000) for _ in range(B * spec["fill_blocks"] + 1)]
+               for _ in range(spec["fill"])]
+    probes = [(rng.randrange(spec["fill"]), rng.randint(1, spec["fill_blocks"]))
+              for _ in range(spec["probes"])]
+    return prompts, probes
+
+
+def play_speed(module: Any, spec: dict[str, Any], prompts: list[list[int]],
+               probes: list[tuple[int, int]]) -> tuple[list[Any], float]:
+    """Admit and finish every prompt (filling the cache, evicting as it goes; not timed), then
+    time lookups of prefixes of them. Returns (all results, seconds spent in lookup)."""
+    B = spec["block_size"]
+    model = (module.PrefixCacheModel(spec["num_blocks"], B) if not spec.get("fast_hash")
+             else module.PrefixCacheModel(spec["num_blocks"], B, _fast_hash))
+    results: list[Any] = []
+    for i, tokens in enumerate(prompts):
+        results.append(model.allocate(f"f{i}", tokens))
+        model.free(f"f{i}")
+    queries = [prompts[j][: blocks * B + 1] for j, blocks in probes]
+    lookup = model.lookup
+    start = time.perf_counter()
+    found = [lookup(tokens) for tokens in queries]
+    elapsed = time.perf_counter() - start
+    return results + found, elapsed
+
+
+def _speed(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    prompts, probes = speed_workload(spec)
+    times: list[float] = []
+    digest = ""
+    for _ in range(SPEED_RUNS):
+        results, elapsed = play_speed(module, spec, prompts, probes)
+        times.append(elapsed)
+        try:
+            digest = hashlib.sha256(json.dumps(results).encode()).hexdigest()[:16]
+        except (TypeError, ValueError):
+            digest = "results not JSON-able"
+        if times[-1] > SPEED_REPEAT_BELOW_S:
+            break
+    times.sort()
+    return {"digest": digest, "lookups": len(probes),
+            "seconds": times[len(times) // 2], "runs": len(times)}

@@ -1,0 +1,328 @@
+"""Workloads and checks for the scheduling policy (runs in the worker, never in the sandbox).
+
+A case input is {"budget", "cost", "requests": [[rid, arrival, prompt, cached], ...]} (see
+driver.py). The policy is free: it passes a workload when its mean TTFT is within MEAN_SLACK of
+the reference policy's and its worst TTFT within WORST_SLACK of the reference's worst, so a policy
+that helps the mean by starving the long prompt fails. Every failure names the smallest workload
+it happens on, the two numbers, and the first step where the two orders admitted different
+requests.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from exercises.catalog import gpu, model
+from graders.base import Check
+
+# Pass criteria (the statement and the starter quote them).
+MEAN_SLACK = 1.30
+WORST_SLACK = 2.0
+ABS_SLACK_S = 0.010
+
+# The hidden workloads run on the blurb's engine: Llama-3.1-70B on 8 H100s at 50 % MFU, prompts
+# prefilled whole, 32,768 tokens per step.
+_M = model("Llama-3.1-70B")
+COST: dict[str, float] = {
+    "flops_per_s": 8 * gpu("H100 SXM").bf16_flops * 0.5,
+    "flops_per_token": 2.0 * _M.params,
+    "attn_coeff": 4.0 * _M.layers * _M.q_dim,
+}
+BUDGET = 32_768
+# Tokens per second the engine prefills at its best (weights only): ~28,000.
+CAPACITY = COST["flops_per_s"] / COST["flops_per_token"]
+
+RANDOM_CASES = 36
+MAX_STREAM = 400  # requests in one stream workload, to bound the grading time
+
+Case = dict[str, Any]
+Req = tuple[float, int, int]  # arrival, prompt, cached
+
+
+def make_case(case_id: str, reqs: list[Req], budget: int = BUDGET,
+              cost: dict[str, float] | None = None) -> Case:
+    """Requests sorted by arrival (stable: equal arrivals keep the order given) and named r0, r1,
+    ... in that order, so ids say nothing about size."""
+    ordered = sorted(reqs, key=lambda r: r[0])
+    return {"id": case_id, "input": {
+        "budget": int(budget), "cost": dict(cost or COST),
+        "requests": [[f"r{i}", round(float(a), 6), int(p), int(c)]
+                     for i, (a, p, c) in enumerate(ordered)]}}
+
+
+def size_key(case: Case) -> tuple[int, int, str]:
+    """Smaller workloads first: requests, then tokens."""
+    reqs = case["input"]["requests"]
+    return (len(reqs), sum(r[2] for r in reqs), case["id"])
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def hol(long: int = 32_768, short: int = 1_024, n: int = 10) -> list[Req]:
+    """The blurb: one long prompt first in the queue, n short ones right behind it."""
+    return [(0.0, long, 0)] + [(0.0, short, 0)] * n
+
+
+def stream(short: int, load: float, seconds: float, longs: list[tuple[float, int, int]]) -> list[Req]:
+    """Short prompts arriving evenly at `load` times what the engine can prefill, plus long
+    ones at given times."""
+    rate = load * CAPACITY / short
+    n = min(int(rate * seconds), MAX_STREAM)
+    return [(i / rate, short, 0) for i in range(n)] + list(longs)
+
+
+CACHED_CHAT: list[Req] = [(0.0, 30_720, 0), (0.0, 32_000, 31_488)] + [(0.0, 1_024, 0)] * 3
+
+
+def public_cases(params: dict[str, Any]) -> list[Case]:
+    """What Run shows: the variant's own queue, a stream that starves a long prompt under pure
+    shortest-first, and a long conversation whose prompt is mostly in the prefix cache."""
+    cases = []
+    if {"model", "gpu", "tp", "mfu", "long", "short", "n_short"} <= set(params):
+        m, g = model(params["model"]), gpu(params["gpu"])
+        cost = {"flops_per_s": params["tp"] * g.bf16_flops * params["mfu"],
+                "flops_per_token": 2.0 * m.params, "attn_coeff": 4.0 * m.layers * m.q_dim}
+        cases.append(make_case("example-your-queue",
+                               hol(params["long"], params["short"], params["n_short"]),
+                               budget=params["long"], cost=cost))
+    else:
+        cases.append(make_case("example-your-queue", hol()))
+    cases.append(make_case("example-stream", stream(1_024, 1.1, 10, [(0.5, 32_768, 0)])))
+    cases.append(make_case("example-cached-chat", CACHED_CHAT))
+    return cases
+
+
+EDGE_CASES: tuple[tuple[str, list[Req]], ...] = (
+    ("single-request", [(0.0, 4_096, 0)]),
+    ("blurb-queue", hol()),
+    ("long-behind-shorts", [(0.0, 1_024, 0)] * 10 + [(0.0, 32_768, 0)]),
+    ("equal-prompts", [(0.0, 4_096, 0)] * 12),
+    ("shorts-overflow-the-budget", [(0.0, 24_576, 0)] + [(0.0, 2_048, 0)] * 40),
+    ("shorts-arrive-during-the-long", [(0.0, 32_768, 0)] + [(0.01 * i, 1_024, 0)
+                                                            for i in range(1, 11)]),
+    # A conversation with a long cached history needs only 512 tokens of prefill, but its prompt
+    # is longer than the uncached long one: ordering by prompt puts it behind that prefill.
+    ("cached-long-chat", CACHED_CHAT),
+    ("cached-chats-and-a-long-prompt",
+     [(0.0, 30_720, 0)] + [(0.0, 31_744 + 256 * i, 30_720 + 256 * i) for i in range(4)]
+     + [(0.001, 2_048, 0)] * 4),
+    ("overload-stream-long-late", stream(1_024, 1.1, 12, [(2.0, 32_768, 0)])),
+    ("overload-stream-long-first", stream(2_048, 1.2, 10, [(0.0, 28_672, 0)])),
+    ("overload-stream-two-longs", stream(768, 1.05, 10, [(0.5, 32_768, 0), (2.0, 16_384, 0)])),
+    ("light-load-mixed", [(0.3 * i, 1_024 if i % 4 else 16_384, 0) for i in range(20)]),
+)
+
+
+def _prompt(draw: st.DrawFn, long: bool) -> tuple[int, int]:
+    """A prompt and its cached prefix. Every integer drawn stays below 100: Hypothesis mixes
+    literals >= 100 found in loaded modules into its draws, which would make the cases depend on
+    what else the process imported."""
+    if long:
+        prompt = 1_024 * draw(st.integers(8, 32))
+        if draw(st.integers(0, 3)) == 0:  # a conversation whose history is cached
+            return prompt, prompt - 128 * draw(st.integers(1, 16))
+        return prompt, 0
+    return 128 * draw(st.integers(1, 32)), 0
+
+
+@st.composite
+def _workload(draw: st.DrawFn) -> list[Req]:
+    kind = draw(st.sampled_from(("burst", "burst", "stream", "mixed", "mixed")))
+    reqs: list[Req] = []
+    if kind == "burst":
+        for _ in range(draw(st.integers(1, 3))):
+            reqs.append((draw(st.integers(0, 5)) / 1000, *_prompt(draw, True)))
+        for _ in range(draw(st.integers(1, 24))):
+            reqs.append((draw(st.integers(0, 20)) / 1000, *_prompt(draw, False)))
+    elif kind == "stream":
+        short = 256 * draw(st.integers(1, 8))
+        load = 0.8 + draw(st.integers(0, 50)) / 100
+        seconds = draw(st.integers(3, 8))
+        longs = [(draw(st.integers(0, 20)) / 10, *_prompt(draw, True))
+                 for _ in range(draw(st.integers(1, 2)))]
+        reqs = stream(short, load, seconds, longs)
+    else:
+        t = 0.0
+        for _ in range(draw(st.integers(3, 40))):
+            t += draw(st.integers(0, 40)) / 100
+            reqs.append((t, *_prompt(draw, draw(st.integers(0, 4)) == 0)))
+    return reqs
+
+
+@lru_cache(maxsize=16)
+def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
+    """n Hypothesis draws for this seed, as JSON (hashable; copied on every use)."""
+    drawn: list[str] = []
+
+    # Generate phase only: no database, no shrinking, no replay, so a seed always gives the same
+    # list in any process.
+    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
+              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @hypothesis_seed(seed)
+    @given(_workload())
+    def collect(reqs: list[Req]) -> None:
+        drawn.append(json.dumps(make_case("", reqs)["input"], sort_keys=True))
+
+    collect()
+    return tuple(drawn)
+
+
+def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
+    """The edge workloads plus Hypothesis-drawn ones, deterministic for a seed, smallest first."""
+    cases = [make_case(f"edge-{name}", reqs) for name, reqs in EDGE_CASES]
+    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
+    n = 0
+    for raw in _random_inputs(int(seed), RANDOM_CASES):
+        if raw in seen:
+            continue
+        seen.add(raw)
+        n += 1
+        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases.sort(key=size_key)
+    return cases
+
+
+# ---------------------------------------------------------------- feedback helpers
+
+
+def _tokens(prompt: int, cached: int) -> str:
+    return f"{prompt:,} tok" + (f" ({cached:,} cached)" if cached else "")
+
+
+def describe(case: Case) -> str:
+    """The workload in a line: runs of equal requests grouped, with their arrival span."""
+    reqs = case["input"]["requests"]
+    groups: list[list[Any]] = []  # [first rid, last rid, prompt, cached, first t, last t, count]
+    for rid, t, prompt, cached in reqs:
+        g = groups[-1] if groups else None
+        if g and g[2] == prompt and g[3] == cached:
+            g[1], g[5], g[6] = rid, t, g[6] + 1
+        else:
+            groups.append([rid, rid, prompt, cached, t, t, 1])
+    parts = []
+    for first, last, prompt, cached, t0, t1, count in groups:
+        who = first if count == 1 else f"{first}..{last}"
+        when = f"t={t0:.3f} s" if t0 == t1 else f"t={t0:.3f}..{t1:.3f} s"
+        parts.append(f"{who}: {'' if count == 1 else f'{count} x '}{_tokens(prompt, cached)} "
+                     f"at {when}")
+    text = "; ".join(parts)
+    if len(text) > 420:
+        text = text[:417] + "..."
+    budget = case["input"]["budget"]
+    return f"workload {case['id']} ({len(reqs)} requests, budget {budget:,} tokens/step): {text}"
+
+
+def _well_formed(result: Any, rids: list[str]) -> bool:
+    if not isinstance(result, dict):
+        return False
+    if "error" in result:
+        return isinstance(result["error"], str)
+    out = result.get("output")
+    if not isinstance(out, dict):
+        return False
+    if "policy_error" in out:
+        return isinstance(out["policy_error"], str)
+    ttft = out.get("ttft")
+    adm = out.get("admissions")
+    return (isinstance(ttft, dict) and sorted(ttft) == sorted(rids)
+            and all(isinstance(v, int | float) and math.isfinite(v) for v in ttft.values())
+            and isinstance(adm, list)
+            and all(isinstance(a, list) and len(a) == 2 and isinstance(a[1], list) for a in adm))
+
+
+def _first_difference(got: list[Any], exp: list[Any]) -> str:
+    for (tg, ag), (te, ae) in zip(got, exp, strict=False):
+        if sorted(ag) != sorted(ae):
+            return (f"The orders first differ at t = {tg:.3f} s: your policy admitted "
+                    f"{_names(ag)}, the reference admitted {_names(ae)}"
+                    + ("" if abs(tg - te) < 1e-6 else f" (at t = {te:.3f} s)") + ".")
+    return "The two orders admitted the same requests in the steps shown."
+
+
+def _names(rids: list[str]) -> str:
+    if not rids:
+        return "nothing"
+    return "[" + ", ".join(rids[:6]) + (f", ... {len(rids)} in all" if len(rids) > 6 else "") + "]"
+
+
+def _worst(ttft: dict[str, float]) -> tuple[str, float]:
+    rid = max(ttft, key=lambda r: (ttft[r], r))
+    return rid, ttft[rid]
+
+
+# ---------------------------------------------------------------- the checks
+
+# name -> (weight, message when every workload passes)
+CHECKS: tuple[tuple[str, float, str], ...] = (
+    ("valid order on every call", 1.0,
+     "order() returned each waiting id exactly once on every call."),
+    ("mean TTFT within 30 % of the reference's", 2.0,
+     "Your mean TTFT was within 30 % of the reference policy's (or better) on every workload."),
+    ("no starvation: worst TTFT within 2x of the reference's", 2.0,
+     "No request waited much longer than the reference policy lets any request wait."),
+)
+
+
+def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
+          params: dict[str, Any]) -> list[Check]:
+    results: dict[str, list[tuple[Case, bool, str]]] = {name: [] for name, _, _ in CHECKS}
+    for case, g, e in zip(cases, got, expected, strict=True):
+        reqs = case["input"]["requests"]
+        rids = [r[0] for r in reqs]
+        where = describe(case)
+        if not _well_formed(g, rids):
+            g = {"error": "the output line for this workload is malformed"}
+        if "error" in g or "policy_error" in g["output"]:
+            msg = (g.get("error") or g["output"]["policy_error"]).rstrip()
+            for name, _, _ in CHECKS:
+                results[name].append((case, False, f"{msg} — on {where}"))
+            continue
+        results["valid order on every call"].append((case, True, ""))
+        gt, et = g["output"]["ttft"], e["output"]["ttft"]
+        gm, em = sum(gt.values()) / len(gt), sum(et.values()) / len(et)
+        limit = MEAN_SLACK * em + ABS_SLACK_S
+        ok = gm <= limit
+        msg = "" if ok else (
+            f"your mean TTFT is {gm:.3f} s, the reference policy's {em:.3f} s (limit "
+            f"{limit:.3f} s). "
+            + _first_difference(g["output"]["admissions"], e["output"]["admissions"])
+            + f" — on {where}")
+        results["mean TTFT within 30 % of the reference's"].append((case, ok, msg))
+
+        rid, gw = _worst(gt)
+        erid, ew = _worst(et)
+        limit = WORST_SLACK * ew + ABS_SLACK_S
+        ok = gw <= limit
+        if not ok:
+            _, _, prompt, cached = next(r for r in reqs if r[0] == rid)
+            msg = (f"request {rid} ({_tokens(prompt, cached)}) waited {gw:.3f} s for its first "
+                   f"token; under the reference policy it waited {et[rid]:.3f} s and no request "
+                   f"waited more than {ew:.3f} s (limit {limit:.3f} s). A request that is "
+                   "passed over at every step starves: its priority must improve as it waits. "
+                   + _first_difference(g["output"]["admissions"], e["output"]["admissions"])
+                   + f" — on {where}")
+        results["no starvation: worst TTFT within 2x of the reference's"].append(
+            (case, ok, "" if ok else msg))
+
+    checks: list[Check] = []
+    for name, weight, ok_message in CHECKS:
+        rows = results[name]
+        if not rows:
+            continue
+        failures = [r for r in rows if not r[1]]
+        if not failures:
+            checks.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
+            continue
+        case, _, message = min(failures, key=lambda r: size_key(r[0]))
+        checks.append(Check(name, False,
+                            f"{len(failures)} of {len(rows)} workloads fail. Smallest: {message}",
+                            weight, {"failing": len(failures), "cases": len(rows),
+                                     "case": case["id"]}))
+    return checks

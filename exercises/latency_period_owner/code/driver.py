@@ -1,0 +1,150 @@
+"""Plays one test case against a latency-analysis module: `run_case(module, case_input)`.
+
+Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
+reads the cases and sends the replies) and in the worker against the reference. Standard library
+only, and nothing of ours: the sandbox has neither.
+
+Case input: {"kind": ..., ...}, one of
+  trace      {"ts", "step_ms", "threshold_ms", "p"}: slow_steps, slow_fraction,
+             quantile_owned_by_stalls, stall_period, and detect_period on the module's own
+             slow_steps (so checks.py can see the functions agree with each other)
+  period     {"stall_ts"}: detect_period
+  exposure   {"duration_s", "period_s"}: request_stall_exposure
+  alignment  {"stall_ts", "event_ts", "tol_s"}: event_alignment
+  slope      {"windows": [[rate, period], ...]}: period_load_slope
+Output: {function name: {"value": ...} or {"error": "Type: message ..."}}; an error string starts
+with the exception type (checks.py compares it) and goes on with the module's own frames.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+# `typing` costs start-up time in every sandbox run; the annotations are never evaluated.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Any
+
+# The longest correct output is the slow-step list of the biggest public trace (a few hundred
+# timestamps); this only stops a runaway submission from flooding the result channel.
+MAX_OUTPUT_BYTES = 64_000
+MAX_ERROR_CHARS = 400
+TRACE_FRAMES = 3
+TRACE_LINE_CHARS = 160
+
+
+def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
+    """`File "submission.py", line N, in f` lines for the frames in the module's own file."""
+    import traceback  # only on an error: it costs start-up time in every sandbox run
+
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    path = os.path.abspath(path)
+    name = os.path.basename(path)
+    lines: list[str] = []
+    for frame in traceback.extract_tb(tb)[::-1]:  # innermost first, so the cap keeps them
+        if os.path.abspath(frame.filename) != path:
+            continue
+        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
+        if frame.line:
+            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
+        lines.append(text)
+        if len(lines) == TRACE_FRAMES:
+            break
+    return lines[::-1]
+
+
+def _describe(exc: BaseException, module: Any) -> str:
+    try:
+        detail = str(exc)
+    except Exception:  # a student's exception class can break __str__
+        detail = "<str() of the exception failed>"
+    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    frames = _own_frames(exc.__traceback__, module)
+    return "\n".join([text, *frames]) + "\n" if frames else text
+
+
+def _number(value: Any, what: str) -> float:
+    # bool is an int: True would pass as 1.0 and hide a wrong return type.
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise TypeError(f"{what} returned a bool, expected float")
+    if not isinstance(value, int | float):
+        try:
+            value = float(value)  # numpy scalars and the like
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} returned {type(value).__name__}, expected float") from None
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{what} returned {value}, expected a finite number")
+    return value
+
+
+def _number_or_none(value: Any, what: str) -> float | None:
+    return None if value is None else _number(value, what)
+
+
+def _flag(value: Any, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ == "bool_":  # numpy's bool
+        return bool(value)
+    raise TypeError(f"{what} returned {type(value).__name__}, expected bool")
+
+
+def _numbers(value: Any, what: str) -> list[float]:
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{what} returned {type(value).__name__}, expected a list") from None
+    return [_number(v, what + " (an item)") for v in items]
+
+
+def _call(out: dict[str, Any], name: str, module: Any, convert: Any, *args: Any) -> Any:
+    """Call module.<name>(*args), store {"value"} or {"error"} under name; return the value."""
+    try:
+        fn = getattr(module, name)
+        value = convert(fn(*args), f"{name}()")
+    except MemoryError:
+        raise  # a limit, not an answer: child.py reports it as one
+    except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
+        out[name] = {"error": _describe(exc, module)}
+        return None
+    out[name] = {"value": value}
+    return value
+
+
+def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
+    kind = case_input["kind"]
+    out: dict[str, Any] = {}
+    if kind == "trace":
+        ts = [float(x) for x in case_input["ts"]]
+        ms = [float(x) for x in case_input["step_ms"]]
+        thr = float(case_input["threshold_ms"])
+        p = float(case_input["p"])
+        slow = _call(out, "slow_steps", module, _numbers, list(ts), list(ms), thr)
+        _call(out, "slow_fraction", module, _number, list(ms), thr)
+        _call(out, "quantile_owned_by_stalls", module, _flag, list(ms), thr, p)
+        _call(out, "stall_period", module, _number_or_none, list(ts), list(ms), thr)
+        if slow is not None:
+            own: dict[str, Any] = {}
+            _call(own, "detect_period", module, _number_or_none, list(slow))
+            out["detect_period_of_own_slow_steps"] = own["detect_period"]
+    elif kind == "period":
+        _call(out, "detect_period", module, _number_or_none,
+              [float(x) for x in case_input["stall_ts"]])
+    elif kind == "exposure":
+        _call(out, "request_stall_exposure", module, _number,
+              float(case_input["duration_s"]), float(case_input["period_s"]))
+    elif kind == "alignment":
+        _call(out, "event_alignment", module, _number, [float(x) for x in case_input["stall_ts"]],
+              [float(x) for x in case_input["event_ts"]], float(case_input["tol_s"]))
+    elif kind == "slope":
+        windows = [(float(r), float(t)) for r, t in case_input["windows"]]
+        _call(out, "period_load_slope", module, _number, windows)
+    else:
+        raise ValueError(f"unknown case kind {kind!r}")
+    return out

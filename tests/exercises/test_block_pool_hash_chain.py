@@ -1,0 +1,297 @@
+"""Q40 (block_pool_hash_chain): the canonical trace and the crafted regression, the known
+mistakes, sensible variants, and the code part's machinery run in-process on trusted code only
+(the reference, the mutants, the driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exercises import templating
+from exercises.block_pool_hash_chain import exercise as ex
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+)
+
+EUT = ExerciseUnderTest.load(ex)
+spec = EUT.spec_fixture()
+CODE = EUT.folder / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+SEED = 12345
+
+CAUGHT_BY = {
+    "dedup_rewrites_table": "allocate results",
+    "evict_at_free": "lookup results",
+    "evicted_left_in_table": "lookup results",
+    "hash_ignores_extra": "block hashes",
+    "head_first_free": "free queue after every step",
+    "newest_candidate_wins": "lookup results",
+    "no_last_token_cap": "invariants after every step",
+    "no_ref_on_hit": "invariants after every step",
+    "parent_by_hash": "collisions never change a hit",
+    "parent_by_id_only": "forward-free regression",
+    "position_independent_hash": "block hashes",
+    "python_hash": "block hashes",
+    "scan_instead_of_table": "lookup speed",
+    "trusts_the_hash": "never hands out wrong KV",
+    "verify_ignores_extra": "never hands out wrong KV",
+}
+
+
+def _load(path: Path, name: str) -> Any:
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+checks = _load(CODE / "checks.py", "q40_test_checks")
+driver = _load(CODE / "driver.py", "q40_test_driver")
+reference = _load(CODE / "reference.py", "q40_test_reference")
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    got = []
+    for c in cases:
+        try:
+            got.append({"output": driver.run_case(module, c["input"])})
+        except Exception as exc:
+            got.append({"error": f"{type(exc).__name__}: {exc}"})
+    return got
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+# --- the canonical numbers ---------------------------------------------------------------------
+
+def test_canonical_trace() -> None:
+    # B = 16, 8 blocks; A = P Q R S + 4 tokens, B = P Q X S + 4 tokens (same tokens in block 3).
+    t = ex.run_trace(ex.CANONICAL)
+    assert t["A"] == ([0, 1, 2, 3, 4], 0)
+    assert t["queue_after_A"] == [5, 6, 7, 4, 3, 2, 1, 0]  # freed last block first
+    assert t["B"] == ([0, 1, 5, 6, 7], 32)  # P Q hit; X differs, so S (block 3) cannot
+    assert t["queue_after_B"] == [4, 3, 2]
+    assert t["W"] == ([4, 3], 0)  # W takes A's uncached tail, then A's block 3 (the chain tail)
+    assert t["a_after_hits"] == [0, 1, 2] and t["a_after_w"] == 48  # cap floor(67/16) = 4
+    s = ex.solve(ex.CANONICAL)
+    assert [s[k].value for k in ("shared_tokens", "a_after_w", "regression_hit")] == [32, 48, 2]
+    assert s["token_match"] == 48  # sharing block 3 by its tokens alone
+    assert s["fwd_after_w"] == 32  # head-first free: W evicts R and S, A keeps P Q
+
+
+def test_canonical_regression_is_the_facts_notes() -> None:
+    # Pool 3, B = 2, constant hash; A = [1,1,2,2,9] freed forward, X = [8,8] reuses block 0,
+    # R = [8,8,2,2,7] must hit block 0 only.
+    r = ex.regression(ex.CANONICAL)
+    assert (r["a"], r["x"], r["r"]) == ([1, 1, 2, 2, 9], [8, 8], [8, 8, 2, 2, 7])
+    assert r["hits"] == [0] and r["cached"] == 2
+    assert ex.regression(ex.CANONICAL, "id_only")["hits"] == [0, 1]
+    out = driver.run_case(reference, checks.make_case("x", 2, 3, checks.REGRESSION_OPS,
+                                                      "const")["input"])["steps"]
+    assert [s["out"] for s in out] == [[[0, 1, 2], 0], None, [[0], 0], [0], [[0, 1, 2], 2]]
+
+
+def test_canonical_mistakes() -> None:
+    wrong = {(m.part, m.name): m.answer for m in ex.mistakes(ex.CANONICAL)}
+    assert wrong[("shared_tokens", "token_match")] == 48
+    assert wrong[("a_after_w", "forward_free")] == 32
+    assert wrong[("a_after_w", "ignored_w")] == 64
+    assert wrong[("regression_hit", "id_only")] == 4
+    assert wrong[("regression_hit", "collision_is_miss")] == 0
+
+
+def test_parts_match_module() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert_parts_match_module(EUT, s)
+    options = {o["id"] for o in EUT.parts["parent_identity"]["options"]}
+    assert set(s["parent_identity"]) <= options
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mistakes_are_distinct(seed: int) -> None:
+    p = ex.CANONICAL if seed == 0 else ex.generate(random.Random(seed))
+    assert_mistakes_distinct(EUT, p, ex.solve(p), ex.mistakes(p), allow_zero=True)
+
+
+def test_graders_accept_and_name(spec: Any) -> None:
+    params = [ex.CANONICAL, *(ex.generate(random.Random(i)) for i in range(3))]
+    assert_graders_accept_and_name(spec, ex, params, ["shared_tokens", "a_after_w",
+                                                      "regression_hit", "parent_identity"])
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_variants_are_sensible(seed: int) -> None:
+    p = ex.generate(random.Random(seed))
+    assert json.loads(json.dumps(p)) == p
+    assert ex.is_sensible(p)
+    s = ex.solve(p)
+    assert s["shared_tokens"].value == p["shared"] * p["block_size"]
+    assert s["regression_hit"].value == p["reg_block"]
+    for name in ("statement.md", "solution.md"):
+        text = templating.render((EUT.folder / name).read_text(encoding="utf-8"), p, s, name)
+        assert "{{" not in text
+
+
+# --- the code part -----------------------------------------------------------------------------
+
+def test_reference_passes_every_check(all_cases: list[dict[str, Any]],
+                                      expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    module = _load(mutant, f"q40_test_mutant_{mutant.stem}")
+    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        assert "pool = BlockPool(" in c.message or "large" in c.message, c.message
+
+
+def test_every_mutant_is_listed_and_says_its_bug() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+    for path in MUTANTS:
+        assert path.read_text().startswith('"""MUTANT: ')
+
+
+def test_id_only_parent_is_safe_while_every_free_is_tail_first(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    # The facts note's finding: recording the parent by id alone survives every script whose
+    # frees are all last block first, because a parent then never returns to the queue before
+    # its child. That is why the forward-free regression exists.
+    keep = [i for i, c in enumerate(all_cases) if "ops" in c["input"] and not any(
+        op[0] == "free" and not op[2] for op in c["input"]["ops"])]
+    cases = [all_cases[i] for i in keep]
+    module = _load(CODE / "mutants" / "parent_by_id_only.py", "q40_test_id_only")
+    results = checks.check(cases, _run(module, cases), [expected[i] for i in keep],
+                           ex.CANONICAL)
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+    assert len(cases) > 150
+
+
+def test_reference_results_do_not_depend_on_the_hash() -> None:
+    # Verification decides, the hash only nominates: the same script gives the same results
+    # under SHA-256, a hash where everything collides, and a three-bucket hash.
+    for raw in checks._random_inputs(SEED, 120):
+        inp = json.loads(raw)
+        outs = []
+        for name in ("sha256", "const", "mod3"):
+            steps = driver.run_case(reference, dict(inp, hash=name))["steps"]
+            outs.append([s["out"] if op[0] != "hashes" else None
+                         for op, s in zip(inp["ops"], steps, strict=True)])
+        assert outs[0] == outs[1] == outs[2], inp
+
+
+def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    for name in ("same-block-different-parent", "freed-blocks-stay-hittable",
+                 "tail-evicted-first", "forward-free-evicts-heads", "cap-aligned-prompt",
+                 "extra-isolates-tenants", "evicted-copy-recached",
+                 "parent-reused-child-cached"):
+        assert f"edge-{name}" in ids and f"edge-{name}@const" in ids, name
+    assert ids[-1] == "speed-large"
+    inputs = [c["input"] for c in a if c["id"].startswith("random-")]
+    assert {i["hash"] for i in inputs} == {"sha256", "const", "mod3"}
+    assert any(op[0] == "free" and not op[2] for i in inputs for op in i["ops"])
+    assert sum(1 for i in ids if "@const" in i and i.startswith("random-")) >= 10
+    keys = [checks.size_key(c) for c in a[:-1]]
+    assert keys == sorted(keys)
+    public = [c["id"] for c in checks.public_cases(ex.CANONICAL)]
+    assert checks.REGRESSION_ID in public and not set(public) & set(ids)
+
+
+def test_regression_check_names_the_incarnation(all_cases: list[dict[str, Any]],
+                                                expected: list[dict[str, Any]]) -> None:
+    module = _load(CODE / "mutants" / "parent_by_id_only.py", "q40_test_id_only_msg")
+    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
+                                               ex.CANONICAL)}
+    msg = results["forward-free regression"].message
+    assert "incarnation" in msg and "wrong KV" in msg and "pool.free('A', tail_first=False)" in msg
+
+
+def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, Any]],
+                                                      expected: list[dict[str, Any]]) -> None:
+    got = json.loads(json.dumps(expected))
+    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+    ref_s = expected[speed]["output"]["speed"]["seconds"]
+    got[speed]["output"]["speed"]["seconds"] = max(ref_s * 15, 0.2)
+    assert all(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    got[speed]["output"]["speed"]["seconds"] = max(ref_s * 50, 1.0)
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    failed = [c for c in results if not c.passed]
+    assert [c.name for c in failed] == ["lookup speed"]
+    assert _score(results) == pytest.approx(12 / 13)
+
+
+def test_edge_parent_reused_under_cached_child() -> None:
+    # Hand-written: A = [1,1,2,2,3,3] freed first block first; X = [8,8,8] reuses block 0 and
+    # block 1. Block 2 ([3,3], parent block 1's old incarnation) is still cached but must not
+    # be reachable through X's block 1.
+    pool = reference.BlockPool(4, 2, lambda p, t, e: b"\x00")
+    assert pool.allocate("a", [1, 1, 2, 2, 3, 3]) == ([0, 1, 2], 0)
+    pool.free("a", tail_first=False)
+    assert pool.free_order() == [3, 0, 1, 2]
+    assert pool.allocate("x", [8, 8, 8]) == ([3, 0], 0)
+    assert pool.lookup([8, 8, 2, 2, 3]) == [3]
+    assert pool.lookup([1, 1, 2, 2, 3]) == []  # block 0 now holds [8], uncached
+
+
+def test_driver_reports_bad_return_types() -> None:
+    class Bad:
+        class BlockPool:
+            def __init__(self, *a: Any) -> None:
+                pass
+
+            def lookup(self, tokens: Any, extra: Any = None) -> tuple[list[int], int]:
+                return [0], 2
+
+            def block_hashes(self, tokens: Any, extra: Any = None) -> list[str]:
+                return ["ab"]
+
+    out = driver.run_case(Bad, {"block_size": 2, "num_blocks": 2, "hash": "sha256",
+                                "ops": [["lookup", [1, 2], None]]})
+    assert out["steps"][0]["error"].startswith("TypeError: lookup returned")
+    out = driver.run_case(Bad, {"block_size": 2, "num_blocks": 2, "hash": "const",
+                                "ops": [["hashes", [1, 2], None]]})
+    assert out["steps"][0]["error"].startswith("TypeError: block_hashes returned")
+
+
+def test_malformed_results_fail(all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    bad = [{"output": {"steps": 5}}, {"output": []}, {"error": "x"}, "text",
+           {"output": {"speed": None}}]
+    got = [bad[i % len(bad)] for i in range(len(all_cases))]
+    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))

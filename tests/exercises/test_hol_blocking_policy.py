@@ -1,0 +1,363 @@
+"""Q10 (exercises/hol_blocking_policy): the canonical numbers against the simulator, the evidence,
+sensible variants, and the code part run in-process on trusted code only (the reference, our
+mutants, the driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import engine_sim as sim
+from exercises import registry, templating
+from graders.code import expose_shared_modules
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    load_by_path,
+)
+
+ex = load_by_path("hol_blocking_policy")
+EX = ExerciseUnderTest.load(ex)
+VARIANTS = EX.variants()
+spec = EX.spec_fixture()
+CODE = EX.folder / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+SEED = 4242
+
+# Which check must catch each mutant (it may fail others too).
+CAUGHT_BY = {
+    "fcfs": "mean TTFT within 30 % of the reference's",
+    "sjf_no_aging": "no starvation: worst TTFT within 2x of the reference's",
+    "aging_wrong_sign": "no starvation: worst TTFT within 2x of the reference's",
+    "aging_unscaled": "no starvation: worst TTFT within 2x of the reference's",
+    "aging_from_now": "no starvation: worst TTFT within 2x of the reference's",
+    "sort_by_prompt": "mean TTFT within 30 % of the reference's",
+    "priority_ascending": "mean TTFT within 30 % of the reference's",
+    "keyed_by_length": "valid order on every call",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec_ = importlib.util.spec_from_file_location(name, path)
+    assert spec_ is not None and spec_.loader is not None
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules[name] = module
+    spec_.loader.exec_module(module)
+    return module
+
+
+expose_shared_modules(("engine_sim",))  # the driver imports it by its plain name
+checks = _load(CODE / "checks.py", "q10_test_checks")
+driver = _load(CODE / "driver.py", "q10_test_driver")
+reference = _load(CODE / "reference.py", "q10_test_reference")
+
+
+# --- shape and the canonical numbers -------------------------------------------------------------
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(EX.parts) <= 7
+    s = ex.solve(ex.CANONICAL)
+    assert_parts_match_module(EX, s)
+    assert s["two_halves"] in {o["id"] for o in EX.parts["two_halves"]["options"]}
+    assert EX.parts["policy"]["sandbox_modules"] == ["engine_sim"]
+    assert reference.AGING_TOKENS_PER_S == ex.AGING_TOKENS_PER_S
+
+
+def test_canonical_numbers_are_the_blurbs() -> None:
+    p = ex.CANONICAL
+    assert (p["model"], p["gpu"], p["tp"], p["mfu"], p["long"], p["short"], p["n_short"]) == (
+        "Llama-3.1-70B", "H100 SXM", 8, 0.5, 32_768, 1_024, 10)
+    s = ex.solve(p)
+    # 2P·n = 4.62e15 + causal attention 2·80·32768²·8192 = 1.41e15 FLOPs at 3.96 PFLOP/s.
+    assert s["long_linear_pflop"] == pytest.approx(4.62, abs=0.01)
+    assert s["long_attn_pflop"] == pytest.approx(1.41, abs=0.01)
+    assert s["long_prefill"].value == pytest.approx(1.52, abs=0.005)
+    # One 1K prefill 36.9 ms; ten in one step 0.37 s; each short waits 1.52 + 0.37 = 1.89 s.
+    assert s["short_ms"] == pytest.approx(36.9, abs=0.1)
+    assert s["shorts_s"] == pytest.approx(0.369, abs=0.001)
+    assert s["fcfs_short_s"] == pytest.approx(1.89, abs=0.005)
+    # FCFS mean over 11 = (1.52 + 10 x 1.89) / 11 = 1.86 s; SJF (10 x 0.37 + 1.89) / 11 = 0.51 s.
+    assert s["fcfs_mean"].value == pytest.approx(1.86, abs=0.005)
+    assert s["sjf_mean"].value == pytest.approx(0.51, abs=0.005)
+    assert s["speedup"] == pytest.approx(3.7, abs=0.05)
+    assert s["penalty_pct"] == pytest.approx(24, abs=0.5)  # the long prompt pays +24 %
+    assert s["short_gain_s"] > 1.0  # "more than a second" for each short request
+    assert ex.is_sensible(p)
+
+
+@pytest.mark.parametrize("index", range(0, 200, 10))
+def test_the_simulator_reproduces_the_closed_forms(index: int) -> None:
+    p = ex.CANONICAL if index == 0 else VARIANTS[index]
+    s = ex.solve(p)
+    reqs, cfg, cost = ex.workload(p), ex.config(p), ex.cost(p)
+    fcfs = sim.simulate(reqs, cfg, cost, sim.fcfs)
+    sjf = sim.simulate(reqs, cfg, cost, sim.shortest_prefill_first)
+    assert fcfs.requests["long"].ttft == pytest.approx(s["long_prefill"].value, rel=1e-9)
+    assert fcfs.mean_ttft() == pytest.approx(s["fcfs_mean"].value, rel=1e-9)
+    assert sjf.mean_ttft() == pytest.approx(s["sjf_mean"].value, rel=1e-9)
+    assert sjf.requests["long"].ttft == pytest.approx(s["sjf_long_s"], rel=1e-9)
+    # The reference policy of the code part makes the same choice on this queue.
+    aged = sim.simulate(reqs, cfg, cost, reference.order)
+    assert aged.mean_ttft() == pytest.approx(s["sjf_mean"].value, rel=1e-9)
+
+
+def test_evidence_matches_the_parts() -> None:
+    for p in [ex.CANONICAL, *VARIANTS[:20]]:
+        s = ex.solve(p)
+        body = json.loads(registry.evidence_bytes(ex.evidence(p)["ttft"]))
+        fcfs, sjf = ([y for _, y in series["points"]] for series in body["series"])
+        assert len(fcfs) == len(sjf) == p["n_short"] + 1
+        assert sum(fcfs) / len(fcfs) == pytest.approx(s["fcfs_mean"].value, rel=1e-5)
+        assert sum(sjf) / len(sjf) == pytest.approx(s["sjf_mean"].value, rel=1e-5)
+        assert fcfs[0] == pytest.approx(s["long_prefill"].value, rel=1e-5)
+
+
+def test_every_variant_is_sensible() -> None:
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        s = ex.solve(p)
+        assert s["fcfs_mean"].value >= 2 * s["sjf_mean"].value
+        assert p["n_short"] * p["short"] <= p["long"]  # the short prompts share one step
+    assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
+    assert {p["model"] for p in VARIANTS} == set(ex.TP_CHOICES)
+    assert {p["gpu"] for p in VARIANTS} == set(ex.GPUS)
+
+
+def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        s = ex.solve(p)
+        ms = ex.mistakes(p)
+        assert_mistakes_distinct(EX, p, s, ms)
+        assert {m.answer for m in ms if m.part == "two_halves"} == {
+            "both_known", "decode_known", "neither"}
+
+
+def test_templates_render_and_the_statement_shows_only_givens() -> None:
+    for p in [ex.CANONICAL, *VARIANTS[:40]]:
+        s = ex.solve(p)
+        templating.render((EX.folder / "statement.md").read_text(), p, s)
+        templating.render((EX.folder / "solution.md").read_text(), p, s)
+    used = set(re.findall(r"\{\{\s*s\.(\w+)", (EX.folder / "statement.md").read_text()))
+    assert used <= {"layers", "q_heads", "head_dim", "q_dim", "params", "bf16_tflops", "mfu_pct",
+                    "f_eff_pflops", "n_total", "aging"}, used
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: Any) -> None:
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:30]],
+                                   [*EX.number_parts, "two_halves"])
+
+
+# --- the code part ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(module, c["input"])} for c in cases]
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def _policy(fn: Any) -> types.ModuleType:
+    module = types.ModuleType("q10_policy")
+    module.order = fn  # type: ignore[attr-defined]
+    return module
+
+
+def test_reference_passes_every_workload(all_cases: list[dict[str, Any]],
+                                         expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results)
+    for case, exp in zip(all_cases, expected, strict=True):
+        ttft = exp["output"]["ttft"]
+        assert sorted(ttft) == sorted(r[0] for r in case["input"]["requests"])
+        assert all(t > 0 for t in ttft.values())
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    first = mutant.read_text().splitlines()[0]
+    assert first.startswith("# MUTANT: "), first
+    module = _load(mutant, f"q10_test_mutant_{mutant.stem}")
+    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():  # each failure names a workload the student can rebuild
+        assert "Smallest:" in c.message and "workload " in c.message, c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+def test_the_blurbs_queue_exposes_fcfs(all_cases: list[dict[str, Any]],
+                                       expected: list[dict[str, Any]]) -> None:
+    # Hand-written: on the blurb's queue FCFS gives 1.86 s against the reference's 0.51 s.
+    i = next(i for i, c in enumerate(all_cases) if c["id"] == "edge-blurb-queue")
+    got = driver.run_case(_policy(sim.fcfs), all_cases[i]["input"])
+    ref = expected[i]["output"]
+    assert sum(got["ttft"].values()) / 11 == pytest.approx(1.86, abs=0.005)
+    assert sum(ref["ttft"].values()) / 11 == pytest.approx(0.51, abs=0.005)
+    assert got["admissions"][0] == [0.0, ["r0"]]
+    assert ref["admissions"][0] == [0.0, [f"r{i}" for i in range(1, 11)]]
+
+
+def test_other_sensible_aging_rates_pass(all_cases: list[dict[str, Any]],
+                                         expected: list[dict[str, Any]]) -> None:
+    # The rule is the student's: shortest remaining prefill with a different aging rate, or the
+    # same rule written in seconds of work, must pass too.
+    def aged(rate: float) -> Any:
+        return lambda w, now: [x["rid"] for x in sorted(
+            w, key=lambda x: x["prefill_left"] - rate * x["waited"])]
+
+    def in_seconds(w: list[dict], now: float) -> list[str]:
+        return [x["rid"] for x in sorted(w, key=lambda x: x["prefill_left"] / 25_000 - x["waited"])]
+
+    for fn in (aged(15_000), aged(30_000), in_seconds):
+        results = checks.check(all_cases, _run(_policy(fn), all_cases), expected, ex.CANONICAL)
+        assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+def test_driver_names_a_bad_permutation() -> None:
+    case = checks.make_case("x", [(0.0, 100, 0), (0.0, 100, 0), (0.0, 200, 0)])["input"]
+    out = driver.run_case(_policy(lambda w, now: ["r0", "r0", "r1"]), case)
+    assert "missing ['r2']" in out["policy_error"] and "repeated ['r0']" in out["policy_error"]
+    out = driver.run_case(_policy(lambda w, now: [x for x in w]), case)
+    assert "rid strings" in out["policy_error"]
+    out = driver.run_case(_policy(lambda w, now: None), case)
+    assert "expected a list" in out["policy_error"]
+
+    def boom(w: list[dict], now: float) -> list[str]:
+        raise KeyError("deadline")
+
+    assert driver.run_case(_policy(boom), case)["policy_error"].startswith("KeyError")
+
+
+def test_the_policy_sees_the_whole_prompt_and_the_cached_part() -> None:
+    seen: list[dict] = []
+
+    def spy(w: list[dict], now: float) -> list[str]:
+        seen.extend(w)
+        return [x["rid"] for x in w]
+
+    case = checks.make_case("x", [(0.0, 32_000, 31_488), (0.0, 1_024, 0)])["input"]
+    driver.run_case(_policy(spy), case)
+    assert seen[0] == {"rid": "r0", "arrival": 0.0, "prompt": 32_000, "cached": 31_488,
+                       "prefill_left": 512, "generated": 0, "waited": 0.0}
+
+
+def test_errors_and_malformed_lines_fail_every_check(all_cases: list[dict[str, Any]],
+                                                     expected: list[dict[str, Any]]) -> None:
+    got = [{"error": f"no output for {c['id']}"} for c in all_cases]
+    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    bad = [{"output": {"ttft": 3}}, {"output": []}, {"error": 3}, "text",
+           {"output": {"ttft": {"r0": float("nan")}, "admissions": []}}]
+    got = [bad[i % len(bad)] for i in range(len(all_cases))]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+    assert "malformed" in results[0].message
+
+
+def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
+                                               expected: list[dict[str, Any]]) -> None:
+    module = _load(CODE / "mutants" / "fcfs.py", "q10_test_fcfs_again")
+    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
+                                                ex.CANONICAL)}
+    msg = results["mean TTFT within 30 % of the reference's"].message
+    failing = [c for c in all_cases if checks.describe(c) in msg]
+    assert len(failing) == 1
+    # No smaller workload fails the same check.
+    for case, exp in zip(all_cases, expected, strict=True):
+        if checks.size_key(case) < checks.size_key(failing[0]):
+            got = driver.run_case(module, case["input"])
+            one = checks.check([case], [{"output": got}], [exp], ex.CANONICAL)
+            assert all(c.passed for c in one if c.name.startswith("mean")), case["id"]
+
+
+def test_hidden_cases_are_deterministic_and_sized() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    assert [checks.size_key(c) for c in a] == sorted(checks.size_key(c) for c in a)
+    assert sum(i.startswith("random-") for i in ids) >= 30
+    for name, _ in checks.EDGE_CASES:
+        assert f"edge-{name}" in ids
+    inputs = [c["input"] for c in a]
+    assert any(r[3] for i in inputs for r in i["requests"])  # cached prefixes occur
+    assert max(len(i["requests"]) for i in inputs) <= checks.MAX_STREAM + 2
+    for i in inputs:
+        assert all(0 < r[2] - r[3] <= i["budget"] for r in i["requests"])
+
+
+def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
+    # Another process that has loaded a module full of literals gets the same cases.
+    (tmp_path / "q10_literals.py").write_text(
+        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
+    code = (
+        "import importlib.util, json, sys\n"
+        "import q10_literals\n"
+        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "print(json.dumps(m.hidden_cases({}, 7)))\n"
+    )
+    root = EX.folder.parent.parent
+    env = dict(os.environ, PYTHONHASHSEED="4242",
+               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=root)
+    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
+
+
+def test_public_cases_use_the_variant() -> None:
+    p = VARIANTS[3]
+    first = checks.public_cases(p)[0]["input"]
+    assert first["budget"] == p["long"]
+    assert [r[2] for r in first["requests"]] == [p["long"]] + [p["short"]] * p["n_short"]
+    assert checks.public_cases({})[0]["input"]["budget"] == checks.BUDGET
+
+
+def test_one_grade_is_quick(all_cases: list[dict[str, Any]]) -> None:
+    # The sandbox runs every case through the simulator: keep it well under the time limit.
+    start = time.perf_counter()
+    _run(reference, all_cases)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_the_statement_and_starter_quote_the_pass_criteria() -> None:
+    mean_pct = f"{round((checks.MEAN_SLACK - 1) * 100)} %"
+    worst = f"{checks.WORST_SLACK:g}"
+    starter = (CODE / "starter.py").read_text()
+    statement = (EX.folder / "statement.md").read_text()
+    assert f"at most {mean_pct} (+ 10 ms)" in starter and f"at most {worst}x (+ 10 ms)" in starter
+    assert f"at most **{mean_pct}** (+ 10 ms)" in statement
+    assert f"at most **{worst} ×**" in statement
+    assert checks.ABS_SLACK_S == 0.010

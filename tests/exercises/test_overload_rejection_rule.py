@@ -1,0 +1,371 @@
+"""Q13 (overload_rejection_rule): the fluid numbers of the blurb, the simulator agreeing with
+them, the evidence timeline agreeing with the graded answers, and the code part's checks run
+in-process on trusted code (the reference, the mutants, the driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import re
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import engine_sim, registry, templating
+from graders.code import expose_shared_modules
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    close,
+    load_by_path,
+)
+
+ex = load_by_path("overload_rejection_rule")
+EX = ExerciseUnderTest.load(ex)
+FOLDER = EX.folder
+CODE = FOLDER / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+VARIANTS = EX.variants(200)
+SEED = 4242
+
+# The check that must fail for each mutant (others may fail too).
+CAUGHT_BY = {
+    "accept_everything": "no dead work",
+    "wrong_direction": "goodput",
+    "queue_len_as_seconds": "goodput",
+    "cap_wrong_unit": "goodput",
+    "ignores_request_in_service": "no dead work",
+    "hardcoded_cap": "no dead work",
+    "timeout_in_ms": "no dead work",
+    "reject_while_busy": "goodput",
+    "circuit_breaker": "goodput",
+    "half_the_budget": "goodput",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _from_source(source: str, name: str) -> ModuleType:
+    """A hand-written rule, loaded like a submission file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.py"
+        path.write_text(source, encoding="utf-8")
+        return _load(path, name)
+
+
+expose_shared_modules(("engine_sim",))
+checks = _load(CODE / "checks.py", "q13_test_checks")
+driver = _load(CODE / "driver.py", "q13_test_driver")
+reference = _load(CODE / "reference.py", "q13_test_reference")
+
+
+# ---------------------------------------------------------------------------------------------
+# The blurb's numbers
+
+
+def test_canonical_reproduces_the_blurb() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert s["backlog"].value == 1_200  # (40 - 20) req/s x 60 s
+    assert s["wait_end"].value == 60  # 1,200 / 20 req/s
+    assert s["drain"].value == 120  # 1,200 / (20 - 10) req/s: "two minutes after it ends"
+    assert s["dead"].value == 1_800  # 40 x (60 - 30) during the spike + 10 x 60 after it
+    assert (s["dead_spike"], s["dead_after"]) == (1_200, 600)
+    assert s["rejected"].value == 600  # 1,200 - 20 x 30 with the predicted-wait rule
+    # The server works only for departed clients from t = 60 s to 150 s: 90 s of the 120 s drain
+    # (the notes' window formula (W - T) mu / (mu - lambda0) + T), = 1,800 x 50 ms.
+    assert (s["dead_start"], s["dead_end"], s["dead_after_spike_s"]) == (60, 150, 90)
+    assert s["dead_busy_s"] == 90 and s["cap"] == 600 and s["drain_with_rule"] == 60
+    # The window formula's limits from the notes: 110 s at T = 10 s, -> the drain as T -> 0.
+    assert ex.solve(dict(ex.CANONICAL, timeout_s=10))["dead_after_spike_s"] == 110
+    assert ex.solve(dict(ex.CANONICAL, timeout_s=1e-9))["dead_after_spike_s"] == \
+        pytest.approx(120)
+
+
+def test_parts_agree_with_the_module() -> None:
+    assert 3 <= len(EX.parts) <= 7
+    s = ex.solve(ex.CANONICAL)
+    assert_parts_match_module(EX, s)
+    assert s["admit"] == "code/reference.py"
+    assert EX.parts["admit"]["sandbox_modules"] == ["engine_sim"]
+    assert list(EX.parts)[-1] == "response"
+
+
+def test_the_simulator_agrees_with_the_fluid_numbers() -> None:
+    for p in [ex.CANONICAL, *VARIANTS[:25]]:
+        s = ex.solve(p)
+        sim = ex.simulate(p)
+        everyone, ruled = sim["everyone"], sim["ruled"]
+        assert close(len(ex.really_dead(everyone, p["timeout_s"])), s["dead"].value, 0.01), p
+        assert close(len(ruled.rejected), s["rejected"].value, 0.01), p
+        # With the rule nobody starts late (ties on the timeout are float noise: see GRACE_S).
+        assert not ex.really_dead(ruled, p["timeout_s"])
+        assert all(start - a <= p["timeout_s"] + 1e-6 for a, start in ruled.dead)
+        spike_end = p["spike_s"]
+        waiting = sum(1 for a in sim["arrivals"] if a < spike_end) - sum(
+            1 for a, start, _ in everyone.served if start < spike_end) - sum(
+            1 for a, start in everyone.dead if start < spike_end)
+        assert close(waiting, s["backlog"].value, 0.01), p
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence
+
+
+def _series(ev: Any, prefix: str) -> list[list[float]]:
+    found = [sr["points"] for sr in ev.data["series"] if sr["label"].startswith(prefix)]
+    assert len(found) == 1, prefix
+    return found[0]
+
+
+@pytest.mark.parametrize("variant", ["canonical", 0, 1, 2, 3, 4])
+def test_evidence_timeline_matches_the_graded_numbers(variant: Any) -> None:
+    p = ex.CANONICAL if variant == "canonical" else VARIANTS[variant]
+    s = ex.solve(p)
+    ev = ex.evidence(p)["timeline"]
+    json.dumps(ev.data, allow_nan=False)
+    q_all = dict((x, y) for x, y in _series(ev, "queue length, accept"))
+    w_all = dict((x, y) for x, y in _series(ev, "wait of the latest admitted arrival, accept"))
+    q_rule = _series(ev, "queue length, admit")
+    w_rule = _series(ev, "wait of the latest admitted arrival, with")
+    dead = _series(ev, "dead requests")
+    d = float(p["spike_s"])
+    grid = sorted(q_all)
+    at_end = max(x for x in grid if x <= d)
+    step = grid[1] - grid[0]
+    # The spike's end: the backlog and the wait of part 1 and 2 (one grid step of slack).
+    assert abs(q_all[at_end] - s["backlog"].value) <= p["spike_rate"] * step + 2
+    assert abs(w_all[at_end] - s["wait_end"].value) <= step + 0.1
+    # Empty again about `drain` seconds later, and not much before.
+    after = [x for x in grid if x >= d + s["drain"].value + step]
+    assert after and all(q_all[x] <= 1 for x in after)
+    assert q_all[max(x for x in grid if x <= d + 0.8 * s["drain"].value)] > 0
+    # Dead requests at the end: part 4. With the rule nobody waits past the timeout, and the
+    # queue stays at its cap of mu T.
+    assert close(dead[-1][1], s["dead"].value, 0.01)
+    assert max(y for _, y in w_rule) <= p["timeout_s"] + 1e-6
+    assert max(y for _, y in q_rule) <= s["cap"]
+
+
+def test_evidence_is_small_and_differs_between_variants() -> None:
+    bodies = {json.dumps(ex.evidence(p)["timeline"].data) for p in VARIANTS[:10]}
+    assert len(bodies) >= 8
+    for p in VARIANTS[:10]:
+        assert sum(len(sr["points"]) for sr in ex.evidence(p)["timeline"].data["series"]) < 3_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants, mistakes, templates
+
+
+def test_variants_are_sensible() -> None:
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        assert all(isinstance(v, int) for v in p.values()), p
+        s = ex.solve(p)
+        assert s["backlog"].value == int(s["backlog"].value) > 0
+        assert 0 < s["rejected"].value < s["backlog"].value
+        assert 0 < s["dead_after"] and 0 < s["tau_star"] < p["spike_s"]
+        # The FIFO identity: the dead requests are served back to back.
+        assert s["dead_end"] - s["dead_start"] == pytest.approx(s["dead"].value / p["service_rate"])
+    assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
+
+
+def test_mistakes_are_distinct() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
+
+
+def test_the_real_graders_accept_each_reference_and_name_each_mistake() -> None:
+    spec = registry.load(FOLDER)
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:40]], EX.number_parts)
+
+
+PLACEHOLDER = re.compile(r"\{\{\s*s\.([A-Za-z_]\w*)")
+
+
+def test_templates_render_and_the_statement_shows_no_answer() -> None:
+    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
+    assert set(PLACEHOLDER.findall(statement)) <= {"service_ms"}
+    solution = (FOLDER / "solution.md").read_text(encoding="utf-8")
+    assert re.findall(r"<!-- part: ([a-z0-9_]+) -->", solution) == list(EX.parts)
+    text = templating.render(solution, ex.CANONICAL, ex.solve(ex.CANONICAL))
+    for figure in ["1,200 requests", "60 s", "120 s", "1,800 dead requests", "150 s", "90", "600"]:
+        assert figure in text, figure
+
+
+# ---------------------------------------------------------------------------------------------
+# The code part
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for c in cases:
+        try:
+            out.append({"output": driver.run_case(module, c["input"])})
+        except Exception as exc:  # what child.py turns into an error record
+            out.append({"error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def test_reference_passes_and_never_serves_dead_work(all_cases: list[dict[str, Any]],
+                                                     expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results)
+    for e in expected:
+        out = e["output"]
+        assert out["dead"] == 0 and out["rejected_in_time"] == 0 and out["first_late_admit"] is None
+        assert out["served"] + out["rejected"] == out["arrivals"]
+    # The blurb's workload gives the blurb's numbers through the driver too.
+    blurb = next(e["output"] for c, e in zip(all_cases, expected, strict=True)
+                 if c["id"] == "edge-the-blurb")
+    assert abs(blurb["rejected"] - 600) <= 2
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    assert mutant.read_text(encoding="utf-8").startswith("# ")  # says what bug it is
+    module = _load(mutant, f"q13_test_mutant_{mutant.stem}")
+    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        # The message names the workload (its id in brackets) and what went wrong there.
+        assert "Smallest:" in c.message and "req/s, timeout" in c.message and "[" in c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+def test_mutants_are_caught_on_other_seeds_too() -> None:
+    for seed in (1, 99):
+        cases = checks.public_cases(VARIANTS[0]) + checks.hidden_cases(VARIANTS[0], seed)
+        exp = _run(reference, cases)
+        for mutant in MUTANTS:
+            module = _load(mutant, f"q13_test_mutant_{mutant.stem}_{seed}")
+            assert _score(checks.check(cases, _run(module, cases), exp, VARIANTS[0])) < 1, \
+                (mutant.stem, seed)
+
+
+@pytest.mark.parametrize("source", [
+    'def admit(s):\n    return s["predicted_wait_s"] < s["timeout_s"]\n',
+    'def admit(s):\n    return s["predicted_wait_s"] <= 0.995 * s["timeout_s"]\n',
+    'def admit(state):\n    wait = state["predicted_wait_s"]\n    return bool(wait <= state["timeout_s"])\n',
+], ids=["strict", "small-margin", "bool-wrapped"])
+def test_reasonable_rules_pass(source: str, all_cases: list[dict[str, Any]],
+                               expected: list[dict[str, Any]]) -> None:
+    # Deciding a wait of exactly the timeout either way, or a hair of margin, is not a bug.
+    module = _from_source(source, "q13_ok_rule")
+    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+def test_a_request_count_cap_misses_the_request_in_service(all_cases: list[dict[str, Any]],
+                                                           expected: list[dict[str, Any]]) -> None:
+    # The notes' "queue <= mu T" cap is exact in the fluid model but ignores what is left of
+    # the request in service: with a 2 s service time and a 1 s timeout it admits late requests.
+    module = _from_source('def admit(s):\n    return s["queue_len"] < s["service_rate"] * '
+                          's["timeout_s"]\n', "q13_cap_rule")
+    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
+                                               ex.CANONICAL)}
+    assert not results["no dead work"].passed
+    assert "service_rate 0.5 req/s" in results["no dead work"].message
+
+
+def test_edge_workloads_by_hand() -> None:
+    # A burst of 120 at t = 0 into an idle server at 10 req/s with a 5 s timeout: the first
+    # starts at once, the k-th waits (k - 1) x 0.1 s, so k = 1..51 start in time.
+    case = next(c for c in checks.EDGE_CASES if c["id"] == "edge-burst-only")
+    out = driver.run_case(reference, case["input"])
+    assert (out["arrivals"], out["served"], out["rejected"], out["dead"]) == (120, 51, 69, 0)
+    # Nothing to reject when the load is below capacity.
+    quiet = next(c for c in checks.EDGE_CASES if c["id"] == "edge-never-overloaded")
+    out = driver.run_case(reference, quiet["input"])
+    assert out["rejected"] == 0 and out["served"] == out["arrivals"] == 600
+    empty = next(c for c in checks.EDGE_CASES if c["id"] == "edge-no-arrivals")
+    assert driver.run_case(reference, empty["input"])["arrivals"] == 0
+
+
+def test_driver_rejects_non_bool_answers() -> None:
+    bad = _from_source("def admit(s):\n    return 1\n", "q13_int_rule")
+    with pytest.raises(TypeError, match="return True or False"):
+        driver.run_case(bad, checks.public_cases(ex.CANONICAL)[0]["input"])
+
+
+def test_the_rule_cannot_edit_the_simulators_view() -> None:
+    sneaky = _from_source('def admit(s):\n    s["predicted_wait_s"] = 0.0\n    return True\n',
+                          "q13_sneaky_rule")
+    out = driver.run_case(sneaky, checks.public_cases(ex.CANONICAL)[0]["input"])
+    assert out["dead"] > 1_000 and out["first_late_admit"] is not None
+
+
+def test_hidden_cases_are_deterministic_sorted_and_moderate() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    sizes = [checks.size_key(c) for c in a]
+    assert sizes == sorted(sizes)
+    assert len({c["id"] for c in a}) == len(a)
+    assert sum(checks.expected_arrivals(c["input"]) for c in a) < 120_000
+
+
+def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
+                                               expected: list[dict[str, Any]]) -> None:
+    got = [json.loads(json.dumps(e)) for e in expected]
+    busy = [i for i, e in enumerate(expected) if e["output"]["arrivals"] > 10]
+    small, big = busy[0], busy[-1]
+    for i in (small, big):
+        got[i]["output"]["dead"] = 3
+    results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
+    msg = results["no dead work"].message
+    assert msg.startswith("2 of ") and checks.describe(all_cases[small]) in msg
+
+
+def test_malformed_results_fail_every_check(all_cases: list[dict[str, Any]],
+                                            expected: list[dict[str, Any]]) -> None:
+    bad = [{"output": {"served": "x"}}, {"output": []}, {"error": 3}, "text"]
+    got = [bad[i % len(bad)] for i in range(len(all_cases))]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+
+
+def test_the_variant_spike_is_a_public_and_a_hidden_case() -> None:
+    p = VARIANTS[3]
+    public = checks.public_cases(p)[0]["input"]
+    hidden = [c for c in checks.hidden_cases(p, 1) if c["id"] == "variant-spike"]
+    assert hidden and hidden[0]["input"] == public
+    assert public["segments"][0] == [float(p["spike_s"]), float(p["spike_rate"])]
+    assert random.Random(0)  # keep the import honest for type checkers
+    assert engine_sim.simulate_queue  # the driver's simulator is the package's

@@ -1,0 +1,315 @@
+"""Q34 (exercises/prefix_boundary_diagnosis): the facts note's worked numbers, sensible variants,
+and the code part's machinery run in-process on trusted code only (the reference, our mutants and
+equivalents, the driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import templating
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    load_by_path,
+)
+
+ex = load_by_path("prefix_boundary_diagnosis")
+EX = ExerciseUnderTest.load(ex)
+FOLDER = EX.folder
+CODE = FOLDER / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+EQUIVALENTS = sorted((CODE / "equivalents").glob("*.py"))
+SEED = 3434
+VARIANTS = EX.variants(200)
+
+CAUGHT_BY = {
+    "diagnose_first_within_tol": "diagnose picks the closest hypothesis within tol",
+    "fifo_eviction": "predict_window with a capacity (LRU, tail first)",
+    "head_first_eviction": "predict_window with a capacity (LRU, tail first)",
+    "last_block_not_cached": "predict_window: queries and hits",
+    "mean_of_replica_rates": "observed_hit_rate sums before dividing",
+    "negative_delta_kept": "counter_delta across a restart",
+    "no_capacity": "predict_window with a capacity (LRU, tail first)",
+    "no_last_token_cap": "reusable_tokens: whole blocks, last token recomputed",
+    "not_block_aligned": "reusable_tokens: whole blocks, last token recomputed",
+    "previous_prompt_only": "predict_window: queries and hits",
+    "queries_as_requests": "predict_window: queries and hits",
+    "reset_dropped": "counter_delta across a restart",
+    "route_ignored": "predict_window: queries and hits",
+    "shared_prompt_split": "predict_window: queries and hits",
+    "text_prefix": "common_prefix_len compares token ids",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+checks = _load(CODE / "checks.py", "q34_test_checks")
+driver = _load(CODE / "driver.py", "q34_test_driver")
+reference = _load(CODE / "reference.py", "q34_test_reference")
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def _results(module: ModuleType, cases: list[dict[str, Any]],
+             expected: list[dict[str, Any]]) -> list[Any]:
+    got = [{"output": driver.run_case(module, c["input"])} for c in cases]
+    return checks.check(cases, got, expected, ex.CANONICAL)
+
+
+# --- the canonical variant: the facts note's worked example ---------------------------------
+
+def test_canonical_reproduces_the_facts_note() -> None:
+    p = ex.CANONICAL
+    s = ex.solve(p)
+    assert (p["model"], p["block"], p["system"], p["user"], p["insert_at"]) == (
+        "Llama-3.1-8B", 16, 1200, 300, 40)
+    # Healthy: the 1,200-token system prompt is 75 whole blocks -> 1,200 / 1,500 = 80 %.
+    assert s["healthy"] == 1200 and s["healthy_rate_pct"] == pytest.approx(80.0)
+    # The break at token 40: 16 * floor(40 / 16) = 32 tokens -> 32 / 1,500 = 2.13 %.
+    assert s["reusable"].value == 32
+    assert s["predicted_rate"].value == pytest.approx(2.1333, abs=1e-4)
+    # 1,000 requests: 32,000 hit tokens of 1,500,000 before the restart loses 100 of r2's.
+    assert s["n_requests"] == 1000
+    # Prefill 1,468 vs 300 tokens: 2 * 8.03e9 * 1,468 / (989.4e12 * 0.5) = 47.7 ms vs 9.7 ms.
+    assert (s["prefill_new"], s["prefill_old"]) == (1468, 300)
+    assert s["ms_new"] == pytest.approx(47.7, abs=0.1)
+    assert s["ms_old"] == pytest.approx(9.74, abs=0.01)
+    # Counters: (12,800 + 11,200 + 4,768 + 9,600) / (600,000 + 525,000 + 225,000 + 12,800).
+    assert (s["sum_dh"], s["sum_dq"]) == (38_368, 1_362_800)
+    assert s["observed_rate"].value == pytest.approx(2.8154, abs=1e-4)
+    assert s["mean_of_rates_pct"] == pytest.approx(20.35, abs=0.01)
+    assert s["negative_kept_pct"] == pytest.approx(81.2, abs=0.1)
+    # Multi-turn: sticky 5,984 / 6,000 = 99.7 %; random over 4: 1,200 + 4,784 / 4 = 2,396
+    # tokens = 39.9 % (the note's rounding, 1,200 + 4,800 / 4 = 2,400 -> 40 %, is inside 2 %).
+    assert s["sticky"] == 5984 and s["sticky_pct"] == pytest.approx(99.73, abs=0.01)
+    assert s["random_reuse"] == pytest.approx(2396)
+    assert s["routing_rate"].value == pytest.approx(39.93, abs=0.01)
+    assert abs(40 / s["routing_rate"].value - 1) < 0.02
+    assert ex.is_sensible(p)
+
+
+def test_canonical_prompts_diverge_at_the_insert() -> None:
+    p = ex.CANONICAL
+    a, b = p["prompt_a"], p["prompt_b"]
+    assert reference.common_prefix_len(a, b) == 40
+    assert reference.reusable_tokens(a, b, 16) == 32
+    assert list(a[:5]) == list(ex.HEADER)
+
+
+def test_parts_agree_with_the_module() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert 3 <= len(EX.parts) <= 7
+    assert_parts_match_module(EX, s)
+    assert s["diagnosis"] in {o["id"] for o in EX.parts["diagnosis"]["options"]}
+
+
+@pytest.mark.parametrize("index", range(0, 200, 10))
+def test_mistakes_are_distinct(index: int) -> None:
+    p = VARIANTS[index]
+    s = ex.solve(p)
+    assert_mistakes_distinct(EX, p, s, ex.mistakes(p))
+
+
+def test_graders_accept_the_reference_and_name_each_mistake() -> None:
+    spec = EX.spec()
+    parts = ["reusable", "predicted_rate", "observed_rate", "diagnosis", "routing_rate"]
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:5]], parts)
+
+
+# --- variants ---------------------------------------------------------------------------------
+
+def test_variants_are_sensible_and_consistent() -> None:
+    assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
+    for p in VARIANTS:
+        assert ex.is_sensible(p)
+        assert json.loads(json.dumps(p)) == p
+        s = ex.solve(p)
+        # The statement's prompts, run through the reference, give part 1's answer.
+        assert reference.reusable_tokens(p["prompt_a"], p["prompt_b"], p["block"]) == \
+            s["reusable"].value
+        # The counters, through the reference, give part 3's answer.
+        assert reference.observed_hit_rate(p["before"], p["after"]) * 100 == \
+            pytest.approx(s["observed_rate"].value)
+        # The restarted replica's counters really went down.
+        r = len(p["requests"]) - 1
+        assert p["after"][r][ex.QUERIES] < p["before"][r][ex.QUERIES]
+
+
+@pytest.mark.parametrize("index", range(0, 200, 25))
+def test_variant_templates_render(index: int) -> None:
+    p = VARIANTS[index]
+    s = ex.solve(p)
+    for name in ("statement.md", "solution.md"):
+        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
+        assert "{{" not in text
+
+
+# --- the model behind the routing answer --------------------------------------------------------
+
+def test_routing_simulation_converges_to_the_closed_form() -> None:
+    # Two-turn conversations: turn 1 lands anywhere; turn 2 (turn 1 + 4 new tokens) is routed at
+    # random. Only turn 1's replica holds the history, so the closed form is exact in expectation:
+    # (S + (sticky - S) / k) / P with S = 16, sticky = 56, P = 60, k = 4 -> 26 / 60.
+    system = list(range(1, 17))
+    k, block, n = 4, 4, 300
+    rates = []
+    for seed in range(12):
+        rng = random.Random(seed)
+        trace, assign, turn2 = [], [], []
+        for c in range(n):
+            first = system + [1000 + c] * 40
+            trace.append(first)
+            assign.append(rng.randrange(k))
+            trace.append(first + [7, 7, 7, 7])
+            assign.append(rng.randrange(k))
+            turn2.append(len(trace) - 1)
+        _, hits_all = reference.predict_window(trace, block, k, lambda i, p, a=assign: a[i])
+        keep = [i for i in range(len(trace)) if i not in set(turn2)]
+        sub = [trace[i] for i in keep]
+        sub_assign = [assign[i] for i in keep]
+        _, hits_first = reference.predict_window(sub, block, k, lambda i, p, a=sub_assign: a[i])
+        rates.append((hits_all - hits_first) / (n * 60))
+    closed = (16 + (56 - 16) / k) / 60
+    assert sum(rates) / len(rates) == pytest.approx(closed, rel=0.03)
+
+
+def test_hit_rate_falls_when_the_working_set_exceeds_the_pool() -> None:
+    prompts = [[p] * 32 + [9] for p in range(20)]  # 20 prompts of 8 blocks of 4
+    trace = prompts * 5
+    q, roomy = reference.predict_window(trace, 4, capacity_blocks=200)
+    _, tight = reference.predict_window(trace, 4, capacity_blocks=100)
+    assert roomy / q > 0.7 and tight / q < 0.1  # cyclic access through LRU thrashes
+
+
+def test_ratio_of_sums_is_not_the_mean_of_rates() -> None:
+    before = [{ex.HITS: 0.0, ex.QUERIES: 0.0}, {ex.HITS: 0.0, ex.QUERIES: 0.0}]
+    after = [{ex.HITS: 9000.0, ex.QUERIES: 10_000.0}, {ex.HITS: 0.0, ex.QUERIES: 100.0}]
+    assert reference.observed_hit_rate(before, after) == pytest.approx(9000 / 10_100)
+    assert reference.counter_delta({ex.HITS: 9e6}, {ex.HITS: 4e4}, ex.HITS) == 4e4
+
+
+def test_junction_and_identical_fixtures() -> None:
+    # Same text ("123"), different token boundaries: nothing is shared.
+    assert reference.common_prefix_len([1, 23, 4], [12, 3, 4]) == 0
+    # Identical prompts: the last token is recomputed, so the last full block is not reused.
+    assert reference.reusable_tokens(list(range(8)), list(range(8)), 4) == 4
+    assert reference.reusable_tokens([], [], 4) == 0
+
+
+# --- the code part ----------------------------------------------------------------------------
+
+def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
+                                     expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    assert mutant.read_text(encoding="utf-8").startswith('"""MUTANT: ')
+    results = _results(_load(mutant, f"q34_test_mutant_{mutant.stem}"), all_cases, expected)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        assert "Smallest:" in c.message and "expected" in c.message and " — on " in c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+@pytest.mark.parametrize("equivalent", EQUIVALENTS, ids=lambda p: p.stem)
+def test_equivalents_really_are_equivalent(equivalent: Path, all_cases: list[dict[str, Any]],
+                                           expected: list[dict[str, Any]]) -> None:
+    assert equivalent.read_text(encoding="utf-8").startswith('"""EQUIVALENT: ')
+    results = _results(_load(equivalent, f"q34_test_eq_{equivalent.stem}"), all_cases, expected)
+    assert _score(results) == 1
+
+
+def test_the_equivalent_is_the_listed_preemption_bug() -> None:
+    assert [p.stem for p in EQUIVALENTS] == ["preempted_relookup_counted_twice"]
+
+
+def test_hints_name_the_broken_rule(all_cases: list[dict[str, Any]],
+                                    expected: list[dict[str, Any]]) -> None:
+    by_name = {c.name: c for c in _results(_load(CODE / "mutants" / "no_last_token_cap.py",
+                                                 "q34_hint_cap"), all_cases, expected)}
+    assert "last prompt token" in by_name["reusable_tokens: whole blocks, last token recomputed"].message
+    by_name = {c.name: c for c in _results(_load(CODE / "mutants" / "queries_as_requests.py",
+                                                 "q34_hint_q"), all_cases, expected)}
+    assert "not requests" in by_name["predict_window: queries and hits"].message
+
+
+def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    for name in ("lcp-same-text-other-tokens", "reuse-identical-prompts",
+                 "window-extends-a-full-block-prompt", "capacity-lru-not-fifo",
+                 "capacity-tail-first", "observed-uneven-traffic", "delta-reset",
+                 "diagnose-closest-not-first"):
+        assert f"edge-{name}" in ids, name
+    assert 150 <= len(a) <= 300
+    keys = [checks.size_key(c) for c in a]
+    assert keys == sorted(keys)
+    fns = {c["input"]["fn"] for c in a}
+    assert fns == {"common_prefix_len", "reusable_tokens", "predict_window", "counter_delta",
+                   "observed_hit_rate", "diagnose"}
+
+
+def test_public_cases_use_the_variant() -> None:
+    p = VARIANTS[3]
+    cases = checks.public_cases(p)
+    assert cases[0]["input"]["a"] == p["prompt_a"]
+    assert cases[1]["input"]["block_size"] == p["block"]
+    assert cases[-1]["input"]["before"] == p["before"]
+
+
+def test_driver_and_malformed_results() -> None:
+    class Bad:
+        @staticmethod
+        def predict_window(*args: Any, **kwargs: Any) -> int:
+            return 3
+
+    inp = checks.public_cases(ex.CANONICAL)[2]["input"]
+    assert driver.run_case(Bad, inp)["error"].startswith("TypeError")
+    cases = checks.public_cases(ex.CANONICAL)
+    exp = [{"output": driver.run_case(reference, c["input"])} for c in cases]
+    bad = [{"output": {"value": True}}, {"output": []}, {"error": 3}, "text", {"output": {}}]
+    results = checks.check(cases, bad, exp, ex.CANONICAL)
+    assert not any(c.passed for c in results)

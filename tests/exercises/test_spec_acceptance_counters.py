@@ -1,0 +1,293 @@
+"""Q20 (exercises/spec_acceptance_counters): the canonical numbers from the facts note, sensible
+variants, and the code part's machinery run in-process on trusted code only (the reference, our
+mutants, the driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import templating
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    load_by_path,
+)
+
+ex = load_by_path("spec_acceptance_counters")
+EX = ExerciseUnderTest.load(ex)
+FOLDER = EX.folder
+CODE = FOLDER / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+SEED = 4242
+VARIANTS = EX.variants(200)
+
+# Which check must catch each mutant (it may fail others too).
+CAUGHT_BY = {
+    "against_first_snapshot": "counts and rates of kept windows",
+    "cumulative_totals": "counts and rates of kept windows",
+    "empty_window_as_zero": "discards exactly the windows the rules drop",
+    "infer_ignores_discard": "infer_steps",
+    "infer_no_prefill": "infer_steps",
+    "infer_no_validation": "infer_steps",
+    "negative_only_reset": "discards exactly the windows the rules drop",
+    "no_bonus_token": "counts and rates of kept windows",
+    "per_pos_not_checked": "discards exactly the windows the rules drop",
+    "per_position_unconditional": "per-position conditional rates",
+    "prometheus_increase": "discards exactly the windows the rules drop",
+    "rate_over_k_drafts": "counts and rates of kept windows",
+    "short_flag_on_any_mismatch": "flags and missing draft tokens",
+    "start_time_only": "discards exactly the windows the rules drop",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+checks = _load(CODE / "checks.py", "q20_test_checks")
+driver = _load(CODE / "driver.py", "q20_test_driver")
+reference = _load(CODE / "reference.py", "q20_test_reference")
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+# --- the canonical variant: the facts note's worked example ---------------------------------
+
+def test_canonical_reproduces_the_facts_note() -> None:
+    s = ex.solve(ex.CANONICAL)
+    # k = 3; W1: dD 10,000, dT 30,000, dA 18,000 -> alpha = 18,000 / 30,000 = 0.60 and
+    # tau = 1 + 18,000 / 10,000 = 2.80.
+    assert (s["dd"], s["dt"], s["da"]) == (10_000, 30_000, 18_000)
+    assert s["acceptance_rate"].value == pytest.approx(0.60)
+    assert s["accept_length"].value == pytest.approx(2.80)
+    # W2: dT = 29,400 where k * dD = 30,000 -> 600 draft tokens missing (a flag, not a discard).
+    assert (s["short_window"], s["missing"]) == ("W2", 600)
+    # W4: D falls from 1.2 M to 40 k across a restart; W3 has no drafts: both discarded.
+    snaps = ex.CANONICAL["snapshots"]
+    assert (snaps[3]["drafts"], snaps[4]["drafts"]) == (1_200_000, 40_000)
+    assert snaps[3]["start_time"] != snaps[4]["start_time"]
+    assert s["discard"] == ["w3", "w4"] and not s["reset_hidden"]
+    # 2,000 requests, every step drafting -> 10,000 / 2,000 = 5 steps each. The clients got
+    # 27,600 tokens: 2,000 + 10,000 + 18,000 - 27,600 = 2,400 accepted drafts were discarded
+    # after a stop; tokens / tau = 27,600 / (2,000 * 2.8) = 4.93 is the biased estimate.
+    assert s["steps_per_request"].value == 5.0
+    assert s["discarded"] == 2_400
+    assert s["naive_steps"] == pytest.approx(4.9286, abs=1e-4)
+    assert s["no_prefill_steps"] == pytest.approx(4.5714, abs=1e-4)
+    assert ex.is_sensible(ex.CANONICAL)
+
+
+def test_canonical_series_is_consistent() -> None:
+    snaps = ex.CANONICAL["snapshots"]
+    for snap in snaps:
+        assert sum(snap["accepted_per_pos"]) == snap["accepted"]
+        per = snap["accepted_per_pos"]
+        assert per[0] <= snap["drafts"] and all(b <= a for a, b in zip(per, per[1:], strict=False))
+    windows = reference.acceptance_windows(snaps, 3)
+    assert [w is None for w in windows] == [False, False, True, True, False]
+    assert windows[0]["flags"] == [] and windows[1]["flags"] == ["short_drafts"]
+    assert windows[1]["missing_draft_tokens"] == 600
+    assert windows[0]["per_position"] == pytest.approx([0.75, 0.8, 0.75])
+
+
+def test_parts_agree_with_the_module() -> None:
+    s = ex.solve(ex.CANONICAL)
+    assert 3 <= len(EX.parts) <= 7
+    assert_parts_match_module(EX, s)
+    options = {o["id"] for o in EX.parts["discard"]["options"]}
+    assert set(s["discard"]) <= options
+
+
+@pytest.mark.parametrize("index", range(0, 200, 10))
+def test_mistakes_are_distinct(index: int) -> None:
+    p = VARIANTS[index]
+    s = ex.solve(p)
+    ms = ex.mistakes(p)
+    assert_mistakes_distinct(EX, p, s, ms)
+    answers = [m.answer for m in ms if m.part == "discard"]
+    assert len(answers) >= 2 and s["discard"] not in answers
+    assert len({tuple(a) for a in answers}) == len(answers)
+
+
+def test_graders_accept_the_reference_and_name_each_mistake() -> None:
+    spec = EX.spec()
+    parts = ["acceptance_rate", "accept_length", "discard", "steps_per_request"]
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:5]], parts)
+
+
+# --- variants ---------------------------------------------------------------------------------
+
+def test_variants_are_sensible_and_varied() -> None:
+    distinct = {json.dumps(p, sort_keys=True) for p in VARIANTS}
+    assert len(distinct) >= 150
+    hidden = 0
+    for p in VARIANTS:
+        assert ex.is_sensible(p)
+        assert json.loads(json.dumps(p)) == p
+        windows = reference.acceptance_windows(p["snapshots"], p["k"])
+        s = ex.solve(p)
+        # The rules the code part checks agree with the answer of part 3.
+        dropped = sorted(f"w{i + 1}" for i, w in enumerate(windows) if w is None)
+        assert dropped == s["discard"], p["order"]
+        bench = windows[p["order"].index("bench")]
+        assert bench["acceptance_rate"] == pytest.approx(s["acceptance_rate"].value)
+        assert bench["flags"] == []
+        short = windows[p["order"].index("short")]
+        assert short["flags"] == ["short_drafts"] and short["missing_draft_tokens"] == s["missing"]
+        hidden += s["reset_hidden"]
+    assert 20 <= hidden <= 120  # both kinds of restart occur
+
+
+@pytest.mark.parametrize("index", range(0, 200, 25))
+def test_variant_templates_render(index: int) -> None:
+    p = VARIANTS[index]
+    s = ex.solve(p)
+    for name in ("statement.md", "solution.md"):
+        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
+        assert "{{" not in text
+
+
+def test_split_per_position_keeps_the_invariants() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        k = rng.randint(1, 5)
+        d = rng.randint(1, 50_000)
+        a = rng.randint(0, k * d)
+        per = ex.split_per_position(a, d, k)
+        assert sum(per) == a and per[0] <= d
+        assert all(y <= x for x, y in zip(per, per[1:], strict=False))
+
+
+# --- the code part ----------------------------------------------------------------------------
+
+def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
+                                     expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    module = _load(mutant, f"q20_test_mutant_{mutant.stem}")
+    assert mutant.read_text(encoding="utf-8").startswith('"""MUTANT: ')
+    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        assert "Smallest:" in c.message and ("acceptance_windows(" in c.message
+                                             or "infer_steps(" in c.message), c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+def test_hidden_restart_is_named_in_the_message(all_cases: list[dict[str, Any]],
+                                                expected: list[dict[str, Any]]) -> None:
+    module = _load(CODE / "mutants" / "negative_only_reset.py", "q20_msg_negative_only")
+    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
+    results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
+    msg = results["discards exactly the windows the rules drop"].message
+    assert "start_time changed" in msg and "expected None" in msg
+
+
+def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    for name in ("restart-counters-rise", "restart-counters-drop", "no-drafts",
+                 "drafts-but-no-draft-tokens", "only-one-position-counter-drops",
+                 "short-drafts", "infer-rejects-zero-emitted"):
+        assert f"edge-{name}" in ids, name
+    assert 100 <= len(a) <= 250
+    keys = [checks.size_key(c) for c in a]
+    assert keys == sorted(keys)
+    # The random series exercise every rule.
+    verdicts = set()
+    for c in a:
+        if c["input"]["fn"] != "windows":
+            continue
+        snaps = c["input"]["snapshots"]
+        for x, y in zip(snaps, snaps[1:], strict=False):
+            reason = checks.discard_reason(x, y)
+            verdicts.add(reason.split(" ")[0] if reason else "kept")
+    assert {"kept", "start_time", "no", "drafts", "accepted"} <= verdicts
+
+
+def test_hand_written_edges() -> None:
+    s = checks.snapshot
+    # A restart whose counters rose: only start_time shows it.
+    rise = [s(0, 1.0, 200, 600, 300, [150, 100, 50]), s(600, 2.0, 900, 2700, 1500, [700, 500, 300])]
+    assert reference.acceptance_windows(rise, 3) == [None]
+    # k = 1 with a zero first position: later rates are None, not a division error.
+    w = reference.acceptance_windows([s(0, 1.0, 0, 0, 0, [0, 0]), s(1, 1.0, 10, 20, 0, [0, 0])], 2)
+    assert w[0]["per_position"] == [0.0, None] and w[0]["acceptance_rate"] == 0.0
+    assert reference.infer_steps(12, 2.6, 2) == pytest.approx(5.0)
+    with pytest.raises(ValueError):
+        reference.infer_steps(0, 2.0)
+
+
+def test_driver_error_results_fail_every_check(all_cases: list[dict[str, Any]],
+                                               expected: list[dict[str, Any]]) -> None:
+    got = [{"error": "no output"} for _ in all_cases]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+
+
+def test_driver_reports_bad_return_types() -> None:
+    class Bad:
+        @staticmethod
+        def acceptance_windows(snapshots: list[dict], k: int) -> list[Any]:
+            return [{"drafts": 1}]
+
+        @staticmethod
+        def infer_steps(emitted: int, accept_length: float, eos_discard: int = 0) -> str:
+            return "5"
+
+    out = driver.run_case(Bad, checks.public_cases(ex.CANONICAL)[0]["input"])
+    assert out["error"].startswith("TypeError: window 0 has no key")
+    out = driver.run_case(Bad, checks.public_cases(ex.CANONICAL)[2]["input"])
+    assert out["error"].startswith("TypeError")
+
+
+def test_forged_or_malformed_lines_count_as_failures(all_cases: list[dict[str, Any]],
+                                                     expected: list[dict[str, Any]]) -> None:
+    bad = [{"output": {"windows": 5}}, {"output": []}, {"error": 3}, "text",
+           {"output": {"windows": [{"drafts": "x"}]}}, {"output": {"value": True}}]
+    got = [bad[i % len(bad)] for i in range(len(all_cases))]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
