@@ -9,6 +9,7 @@ import importlib
 import json
 import random
 import re
+import sys
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -360,3 +361,19 @@ def answer_json(value: Any) -> Any:
 def intermediates(spec: ExerciseSpec, solution: dict[str, Any]) -> dict[str, Any]:
     part_ids = {p.id for p in spec.parts}
     return {k: answer_json(v) for k, v in solution.items() if k not in part_ids}
+
+
+# --- shared modules a code part's driver imports -------------------------------------------
+
+def shared_module_path(name: str) -> Path:
+    """exercises/<name>.py: a shared module a driver imports by its plain name."""
+    return EXERCISES_DIR / f"{name}.py"
+
+
+def expose_shared_modules(names: tuple[str, ...]) -> None:
+    """Let a driver's plain `import engine_sim` work here in the worker too, where the reference
+    runs, by naming the package's module under its plain name (in the sandbox the file sits
+    beside driver.py)."""
+    for name in names:
+        if name not in sys.modules:
+            sys.modules[name] = importlib.import_module(f"exercises.{name}")

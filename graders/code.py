@@ -48,6 +48,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.registry import expose_shared_modules, shared_module_path
 from exercises.spec import PartSpec
 from graders.base import Check, GradeContext, GradeResult, InvalidAnswer
 
@@ -134,22 +135,6 @@ def _source_bytes(answer_text: str) -> bytes:
     if "\x00" in answer_text:
         raise InvalidAnswer("the submission contains a NUL character")
     return data
-
-
-def shared_module_path(name: str) -> Path:
-    """exercises/<name>.py: a shared module a driver imports by its plain name."""
-    import exercises
-
-    return Path(exercises.__file__).resolve().parent / f"{name}.py"
-
-
-def expose_shared_modules(names: tuple[str, ...]) -> None:
-    """Let a driver's plain `import engine_sim` work here in the worker too, where the reference
-    runs, by naming the package's module under its plain name (in the sandbox the file sits
-    beside driver.py)."""
-    for name in names:
-        if name not in sys.modules:
-            sys.modules[name] = importlib.import_module(f"exercises.{name}")
 
 
 def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], seed: int,

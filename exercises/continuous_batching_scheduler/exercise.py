@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.registry import expose_shared_modules
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +59,7 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 def _driver() -> ModuleType:
+    expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
     return _load(CODE / "driver.py", "roofline_q29_driver")
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from exercises import templating
 from exercises.block_pool_hash_chain import exercise as ex
+from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
@@ -56,6 +57,7 @@ def _load(path: Path, name: str) -> Any:
 
 
 checks = _load(CODE / "checks.py", "q40_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
 driver = _load(CODE / "driver.py", "q40_test_driver")
 reference = _load(CODE / "reference.py", "q40_test_reference")
 

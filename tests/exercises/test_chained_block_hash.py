@@ -12,6 +12,7 @@ import pytest
 
 from exercises import templating
 from exercises.chained_block_hash import exercise as ex
+from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
@@ -60,6 +61,7 @@ def _load(path: Path, name: str) -> Any:
 
 
 checks = _load(CODE / "checks.py", "q27_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
 driver = _load(CODE / "driver.py", "q27_test_driver")
 reference = _load(CODE / "reference.py", "q27_test_reference")
 

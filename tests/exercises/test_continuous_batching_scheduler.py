@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from exercises import templating
+from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
@@ -66,6 +67,7 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 checks = _load(CODE / "checks.py", "q29_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
 driver = _load(CODE / "driver.py", "q29_test_driver")
 reference = _load(CODE / "reference.py", "q29_test_reference")
 

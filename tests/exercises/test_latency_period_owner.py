@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from exercises import registry, templating
+from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
@@ -65,6 +66,7 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 checks = _load(CODE / "checks.py", "q37_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
 driver = _load(CODE / "driver.py", "q37_test_driver")
 reference = _load(CODE / "reference.py", "q37_test_reference")
 simulate = _load(CODE / "simulate.py", "q37_test_simulate")

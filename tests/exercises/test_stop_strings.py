@@ -21,6 +21,7 @@ import pytest
 
 from exercises import templating
 from exercises.stop_strings_stream import exercise as ex
+from graders.code import expose_shared_modules
 
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
@@ -57,6 +58,7 @@ def _load(path: Path, name: str) -> ModuleType:
 
 
 checks = _load(CODE / "checks.py", "q41_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
 driver = _load(CODE / "driver.py", "q41_test_driver")
 reference = _load(CODE / "reference.py", "q41_test_reference")
 

@@ -23,7 +23,8 @@ from graders.base import GradeContext, GradeResult, InvalidAnswer
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
 REFERENCE = (CODE / "reference.py").read_text(encoding="utf-8")
-PART = PartSpec(id="streamer", type="code", prompt="", time_limit_s=10)
+PART = PartSpec(id="streamer", type="code", prompt="", time_limit_s=10,
+                sandbox_modules=("driver_errors",))
 PUSH = "    def push(self, token_bytes: bytes) -> str:\n"
 # Frames of our own files must never reach a student.
 INTERNALS = ("relay.py", "child.py", "driver.py", "/sandbox/", "importlib")
@@ -286,7 +287,8 @@ def test_small_limits_reach_the_sandbox_spec() -> None:
     assert spec.wall_timeout_s == 1 + code_grader.BACKSTOP_GRACE_S
     assert spec.output_limit_bytes == (64 << 10) + code_grader.RESULTS_BUDGET_BYTES \
         + code_grader.CHANNEL_SLACK_BYTES
-    assert sorted(spec.files) == ["child.py", "driver.py", "relay.py", "submission.py"]
+    assert sorted(spec.files) == ["child.py", "driver.py", "driver_errors.py", "relay.py",
+                                  "submission.py"]
     assert spec.stdin.split(b"\n", 1)[0].split()[1:4] == [b"1", b"65536", b"262144"]
 
 
@@ -430,13 +432,16 @@ def test_shared_sandbox_modules_use_the_standard_library_only() -> None:
     import ast
     import sys
 
-    import exercises
+    from exercises import registry
 
-    for path in sorted(Path(exercises.__file__).parent.glob("*.py")):
+    listed = {name for spec in registry.load_all().values() for part in spec.parts
+              for name in part.sandbox_modules}
+    assert {"engine_sim", "driver_errors"} <= listed
+    for name in sorted(listed):
+        path = code_grader.shared_module_path(name)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                  for a in n.names}
         roots |= {n.module.split(".")[0] for n in ast.walk(tree)
                   if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
-        if path.stem == "engine_sim":
-            assert roots <= set(sys.stdlib_module_names) | {"__future__"}, (path, roots)
+        assert roots <= set(sys.stdlib_module_names) | {"__future__"}, (path, roots)

@@ -28,7 +28,8 @@ FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
 REFERENCE = (CODE / "reference.py").read_text(encoding="utf-8")
 STARTER = (CODE / "starter.py").read_text(encoding="utf-8")
-PART = PartSpec(id="streamer", type="code", prompt="", time_limit_s=10)
+PART = PartSpec(id="streamer", type="code", prompt="", time_limit_s=10,
+                sandbox_modules=("driver_errors",))
 PUSH = "    def push(self, token_bytes: bytes) -> str:\n"
 KEY = bytes(range(16))
 
@@ -139,6 +140,7 @@ def test_a_lost_line_loses_everything_after_it() -> None:
 def _forgeries() -> bytes:
     """Every result a student might try to slip in, each carrying the *right* output for every
     public case (as if the student knew the answers): whatever counted would pass."""
+    code_grader.expose_shared_modules(PART.sandbox_modules)
     driver = code_grader.load_module(CODE / "driver.py")
     reference = code_grader.load_module(CODE / "reference.py")
     cases = code_grader.load_module(CODE / "checks.py").public_cases(ex.CANONICAL)
@@ -275,7 +277,8 @@ def test_every_case_without_the_end_record_counts_for_nothing() -> None:
 
 
 def test_stopping_the_relay_is_an_error_not_a_pass(sandbox: None) -> None:
-    part = PartSpec(id="streamer", type="code", prompt="", time_limit_s=1)
+    part = PartSpec(id="streamer", type="code", prompt="", time_limit_s=1,
+                sandbox_modules=("driver_errors",))
     r = code_grader.grade(part, _in_push("os.kill(os.getppid(), 19)"), _ctx("run"))  # SIGSTOP
     assert r.score == 0.0 and r.extra["relay"]["finished"] is False
     assert r.feedback.startswith("Time limit (1 s) exceeded")
@@ -338,7 +341,9 @@ found["tmp left over"] = os.path.exists("/tmp/left-over")
 with open("/tmp/left-over", "w") as fh:
     fh.write("from an earlier run")
 """)
-    assert found["sandbox"] == ["child.py", "driver.py", "relay.py", "submission.py"]
+    # Ours (the relay, the case loop, the driver and its shared module) and the submission.
+    assert found["sandbox"] == ["child.py", "driver.py", "driver_errors.py", "relay.py",
+                                "submission.py"]
     assert found["cwd"] == "/sandbox"
     for name in targets:
         assert found[name] == found[name + " in sandbox"] == "ENOENT", (name, found)
@@ -370,7 +375,8 @@ def test_the_relay_works_without_pidfds(sandbox: None, source: str, end: str) ->
     from runners import get_backend
 
     cases = code_grader.load_module(CODE / "checks.py").public_cases(ex.CANONICAL)
-    part = PartSpec(id="streamer", type="code", prompt="", time_limit_s=2)
+    part = PartSpec(id="streamer", type="code", prompt="", time_limit_s=2,
+                sandbox_modules=("driver_errors",))
     spec = code_grader.sandbox_spec(part, source.encode(), (CODE / "driver.py").read_bytes(),
                                     cases, KEY)
     relay = spec.files["relay.py"]

@@ -1,7 +1,8 @@
 """Plays one test case against a prefix-cache module: `run_case(module, case_input)`.
 
 Runs inside the sandbox on the student's `submission.py` and in the worker on the reference.
-Standard library only, and nothing of ours.
+Standard library only, plus the shared
+driver_errors module (listed in the part's sandbox_modules).
 
 Case input, one of:
   {"block_size": B, "num_blocks": N, "hash": "sha256" | "blake2b", "ops": [op, ...]}
@@ -22,21 +23,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import struct
 import time
 
+from driver_errors import describe as _describe
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import TracebackType
     from typing import Any
 
 MAX_OUTPUT_BYTES = 64_000
-MAX_ERROR_CHARS = 400
-TRACE_FRAMES = 3
-TRACE_LINE_CHARS = 160
 NONE_HASH = hashlib.sha256(b"seed").digest()
 # The speed case: a run that takes longer than this is not repeated (a slow solution must still
 # finish inside the part's time limit); otherwise up to SPEED_RUNS runs, median reported.
@@ -79,39 +77,6 @@ def _chain(tokens: list[int], block_size: int, extra: object,
         parent = fn(parent, tuple(tokens[i * block_size:(i + 1) * block_size]), extra)
         out.append(parent)
     return out
-
-
-def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
-    import traceback  # only on an error
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    path = os.path.abspath(path)
-    name = os.path.basename(path)
-    lines: list[str] = []
-    for frame in traceback.extract_tb(tb)[::-1]:
-        if os.path.abspath(frame.filename) != path:
-            continue
-        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
-        if frame.line:
-            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
-        lines.append(text)
-        if len(lines) == TRACE_FRAMES:
-            break
-    return lines[::-1]
-
-
-def _describe(exc: BaseException, module: Any) -> str:
-    try:
-        detail = str(exc)
-    except Exception:
-        detail = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    frames = _own_frames(exc.__traceback__, module)
-    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _hex(value: Any, what: str) -> str:

@@ -1,7 +1,8 @@
 """Plays one trace against a scheduler module: `run_case(module, case_input)`.
 
 Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`) and in
-the worker against the reference. Standard library only, and nothing of ours.
+the worker against the reference. Standard library only, plus the shared
+driver_errors module (listed in the part's sandbox_modules).
 
 Case input: {"num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_steps",
 "requests": [{"rid", "prompt", "max_new_tokens", "eos_id", "arrival"}, ...]}.
@@ -16,18 +17,14 @@ only when something raised).
 """
 from __future__ import annotations
 
-import os
+from driver_errors import describe as _describe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Any
 
 # A trace of ~100 steps with five requests is ~40 kB; this only stops a runaway submission.
 MAX_OUTPUT_BYTES = 200_000
-MAX_ERROR_CHARS = 400
-TRACE_FRAMES = 3
-TRACE_LINE_CHARS = 160
 VOCAB = 7
 
 
@@ -46,40 +43,6 @@ def fake_model(seqs: list[list[int]]) -> list[int]:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
-    """`File "submission.py", line N, in f` lines for the frames in the module's own file."""
-    import traceback  # only on an error: it costs start-up time in every sandbox run
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    path = os.path.abspath(path)
-    name = os.path.basename(path)
-    lines: list[str] = []
-    for frame in traceback.extract_tb(tb)[::-1]:
-        if os.path.abspath(frame.filename) != path:
-            continue
-        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
-        if frame.line:
-            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
-        lines.append(text)
-        if len(lines) == TRACE_FRAMES:
-            break
-    return lines[::-1]
-
-
-def _describe(exc: BaseException, module: Any) -> str:
-    try:
-        detail = str(exc)
-    except Exception:  # a student's exception class can break __str__
-        detail = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    frames = _own_frames(exc.__traceback__, module)
-    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _rid(x: Any, what: str) -> str:

@@ -1,8 +1,8 @@
 """Plays one test case against a latency-analysis module: `run_case(module, case_input)`.
 
 Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
-reads the cases and sends the replies) and in the worker against the reference. Standard library
-only, and nothing of ours: the sandbox has neither.
+reads the cases and sends the replies) and in the worker against the reference. Standard library only, plus the shared
+driver_errors module (listed in the part's sandbox_modules).
 
 Case input: {"kind": ..., ...}, one of
   trace      {"ts", "step_ms", "threshold_ms", "p"}: slow_steps, slow_fraction,
@@ -18,54 +18,17 @@ with the exception type (checks.py compares it) and goes on with the module's ow
 from __future__ import annotations
 
 import math
-import os
+
+from driver_errors import describe as _describe
 
 # `typing` costs start-up time in every sandbox run; the annotations are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Any
 
 # The longest correct output is the slow-step list of the biggest public trace (a few hundred
 # timestamps); this only stops a runaway submission from flooding the result channel.
 MAX_OUTPUT_BYTES = 64_000
-MAX_ERROR_CHARS = 400
-TRACE_FRAMES = 3
-TRACE_LINE_CHARS = 160
-
-
-def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
-    """`File "submission.py", line N, in f` lines for the frames in the module's own file."""
-    import traceback  # only on an error: it costs start-up time in every sandbox run
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    path = os.path.abspath(path)
-    name = os.path.basename(path)
-    lines: list[str] = []
-    for frame in traceback.extract_tb(tb)[::-1]:  # innermost first, so the cap keeps them
-        if os.path.abspath(frame.filename) != path:
-            continue
-        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
-        if frame.line:
-            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
-        lines.append(text)
-        if len(lines) == TRACE_FRAMES:
-            break
-    return lines[::-1]
-
-
-def _describe(exc: BaseException, module: Any) -> str:
-    try:
-        detail = str(exc)
-    except Exception:  # a student's exception class can break __str__
-        detail = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    frames = _own_frames(exc.__traceback__, module)
-    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _number(value: Any, what: str) -> float:

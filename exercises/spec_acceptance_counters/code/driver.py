@@ -1,7 +1,8 @@
 """Plays one test case against the student's module: `run_case(module, case_input)`.
 
 Runs inside the sandbox against the student's `submission.py` and in the worker against the
-reference. Standard library only, and nothing of ours.
+reference. Standard library only, plus the shared
+driver_errors module (listed in the part's sandbox_modules).
 
 Case input, one of:
   {"fn": "windows", "k": int, "snapshots": [snapshot, ...]}
@@ -12,54 +13,17 @@ the lines of the traceback that are in the module's own file.
 from __future__ import annotations
 
 import copy
-import os
+
+from driver_errors import describe as _describe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Any
 
 MAX_OUTPUT_BYTES = 64_000
-MAX_ERROR_CHARS = 400
-TRACE_FRAMES = 3
-TRACE_LINE_CHARS = 160
 
 INT_KEYS = ("drafts", "draft_tokens", "accepted", "missing_draft_tokens")
 FLOAT_KEYS = ("acceptance_rate", "accept_length")
-
-
-def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
-    """Traceback lines in the module's own file only, innermost last."""
-    import traceback
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    path = os.path.abspath(path)
-    name = os.path.basename(path)
-    lines: list[str] = []
-    for frame in traceback.extract_tb(tb)[::-1]:
-        if os.path.abspath(frame.filename) != path:
-            continue
-        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
-        if frame.line:
-            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
-        lines.append(text)
-        if len(lines) == TRACE_FRAMES:
-            break
-    return lines[::-1]
-
-
-def _describe(exc: BaseException, module: Any) -> str:
-    try:
-        detail = str(exc)
-    except Exception:
-        detail = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    frames = _own_frames(exc.__traceback__, module)
-    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _number(value: Any, what: str) -> float:

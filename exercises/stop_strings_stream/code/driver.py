@@ -1,8 +1,8 @@
 """Plays one test case against a StopStreamer module: `run_case(module, case_input)`.
 
 Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
-reads the cases and sends the replies) and in the worker against the reference. Standard library
-only, and nothing of ours: the sandbox has neither.
+reads the cases and sends the replies) and in the worker against the reference. Standard library only, plus the shared
+driver_errors module (listed in the part's sandbox_modules).
 
 Case input: {"tokens": [hex, ...], "stops": [str, ...], "include_stop": bool}
 Output: {"stream": {...} or "stream_error": "...", "reference_output": [...] or
@@ -11,58 +11,17 @@ the type) and goes on with the lines of the traceback that are in the module's o
 """
 from __future__ import annotations
 
-import os
+from driver_errors import describe as _describe
 
 # `typing` costs ~4 ms of start-up in every sandbox run; the annotations are never evaluated
 # (postponed), so it is imported for type checkers only.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Any
 
 # A correct output is about as long as the case's text (a few hundred characters); this bound
 # only stops a runaway submission from flooding the result channel (child.py enforces it).
 MAX_OUTPUT_BYTES = 32_000
-MAX_ERROR_CHARS = 400
-# The innermost frames of the student's own file that an error string shows.
-TRACE_FRAMES = 3
-TRACE_LINE_CHARS = 160
-
-
-def _own_frames(tb: TracebackType | None, module: Any) -> list[str]:
-    """`File "submission.py", line N, in f` lines for the frames in `module`'s file only: the
-    driver's and the interpreter's frames say nothing to the student."""
-    import traceback  # only on an error: it costs start-up time in every sandbox run
-
-    path = getattr(module, "__file__", None)
-    if not path:
-        return []
-    path = os.path.abspath(path)
-    name = os.path.basename(path)
-    lines: list[str] = []
-    for frame in traceback.extract_tb(tb)[::-1]:  # innermost first, so the cap keeps them
-        if os.path.abspath(frame.filename) != path:
-            continue
-        text = f'  File "{name}", line {frame.lineno}, in {frame.name}'
-        if frame.line:
-            text += "\n    " + frame.line.strip()[:TRACE_LINE_CHARS]
-        lines.append(text)
-        if len(lines) == TRACE_FRAMES:
-            break
-    return lines[::-1]
-
-
-def _describe(exc: BaseException, module: Any) -> str:
-    try:
-        detail = str(exc)
-    except Exception:  # a student's exception class can break __str__
-        detail = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS - 3] + "..."
-    frames = _own_frames(exc.__traceback__, module)
-    # Ends with a newline so whatever a check appends starts on a line of its own.
-    return "\n".join([text, *frames]) + "\n" if frames else text
 
 
 def _as_text(value: Any, what: str) -> str:

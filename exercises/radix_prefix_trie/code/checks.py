@@ -1,0 +1,651 @@
+"""Test cases and checks for the radix prefix cache (runs in the worker, never in the sandbox).
+
+A case input is {"page_size", "pool", "mode", "ops"} (see driver.py). Each result handed to
+`check()` is {"output": <driver.run_case dict>} or {"error": "..."}; `expected` holds the
+reference's results for the same cases. Most checks hold the student's trace both to invariants
+computed from the student's own snapshots (lock counts, sizes, slot conservation, links) and to
+the reference's exact outputs (slots, tree, free_fn calls). Every failure names the smallest
+case and the first operation where it broke, with the operations that lead there.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from functools import lru_cache
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from graders.base import Check
+
+Case = dict[str, Any]
+Op = list[Any]
+
+# Random scripts: a three-token alphabet forces shared prefixes and many splits; the pool is
+# small enough that starts often have to evict. Every integer Hypothesis draws stays below 100
+# (it mixes literals >= 100 found in loaded source files into its draws, and which files are
+# loaded differs between processes; below 100 a seed gives the same cases everywhere).
+ALPHABET = (1, 2, 3)
+RANDOM_CASES = 170
+MAX_OPS = 18
+MAX_PROMPT = 8
+# The speed check: more than this many times slower than the reference costs that check.
+SLOWDOWN_LIMIT = 20.0
+# Below this (seconds, median) a play is too short to judge: it always passes.
+SPEED_FLOOR_S = 0.05
+
+# name -> (weight, message when every case passes)
+CHECKS: tuple[tuple[str, float, str], ...] = (
+    ("runs without errors", 1.0, "Every operation ran without an exception."),
+    ("match_prefix returns the cached slots and the node where the match ends", 2.0,
+     "Every match returned the reference's slots and a node exactly as deep as the match."),
+    ("tree shape: edges split where a match ends, children keyed by first token", 2.0,
+     "After every operation your tree was the reference's, node for node, with sound links."),
+    ("insert returns how many tokens were already cached", 1.0,
+     "Every insert returned the reference's count."),
+    ("lock counts equal the running requests through each node", 2.0,
+     "After every operation each node's lock_ref was the number of running requests whose "
+     "matched path passes through it."),
+    ("evict frees whole unlocked leaves, least recently used first", 2.0,
+     "Every eviction freed the reference's leaves, in its order, and returned the same count."),
+    ("sizes: evictable + protected = total, as the tree says", 1.0,
+     "evictable_size, protected_size and total_size always matched the tree."),
+    ("slots: nothing freed twice, nothing leaked", 1.0,
+     "Every slot was always in exactly one place: the tree, a running request, or the free "
+     "queue."),
+    ("speed on long prompts", 1.0, "The long-prompt script ran within 20x of the reference."),
+)
+NAMES = [name for name, _, _ in CHECKS]
+NOT_REACHED = "not reached: "
+(RUNS, MATCH, TREE, INSERT, LOCKS, EVICT, SIZES, SLOTS, SPEED) = NAMES
+
+
+# ---------------------------------------------------------------- cases
+
+
+def make_case(case_id: str, ops: list[Op], page_size: int = 1, pool: int = 64,
+              mode: str = "trace") -> Case:
+    return {"id": case_id, "input": {"page_size": page_size, "pool": pool, "mode": mode,
+                                     "ops": [list(op) for op in ops]}}
+
+
+def size_key(case: Case) -> tuple[int, int, str]:
+    """Smaller cases first: operations, then tokens."""
+    inp = case["input"]
+    tokens = sum(len(op[-1]) for op in inp["ops"] if op[0] in ("start", "match"))
+    return (len(inp["ops"]), tokens, json.dumps(inp, sort_keys=True))
+
+
+def _script(*parts: Any) -> list[Op]:
+    return [list(p) for p in parts]
+
+
+# Hand-written edge cases: (name, page_size, pool, ops).
+A4 = [1, 2, 3, 4]
+EDGE_CASES: tuple[tuple[str, int, int, list[Op]], ...] = (
+    ("split-on-match-then-evict", 1, 16,
+     _script(("start", "a", A4), ("finish", "a"), ("match", [1, 2, 9]), ("evict", 1))),
+    ("insert-ends-inside-edge", 1, 16,
+     _script(("start", "r1", [1, 2, 3]), ("start", "r2", [1, 2, 3, 4, 5]), ("finish", "r2"),
+             ("finish", "r1"), ("evict", 1))),
+    ("insert-diverges-inside-edge", 1, 16,
+     _script(("start", "r1", [1, 2, 3]), ("start", "r2", [1, 2, 9, 9]), ("finish", "r2"),
+             ("finish", "r1"), ("evict", 9))),
+    ("identical-prompts", 1, 16,
+     _script(("start", "a", [1, 2, 3]), ("finish", "a"), ("start", "b", [1, 2, 3]),
+             ("finish", "b"), ("evict", 3))),
+    ("evict-with-everything-locked", 1, 16,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "b", A4), ("evict", 10),
+             ("finish", "b"), ("evict", 10))),
+    ("evict-zero-and-empty-tree", 1, 16,
+     _script(("evict", 3), ("start", "a", [1, 2]), ("finish", "a"), ("evict", 0))),
+    ("parents-become-leaves", 1, 16,
+     _script(("start", "a", [1, 2, 3, 4, 5, 6]), ("finish", "a"), ("match", [1, 2]),
+             ("match", [1, 2, 3, 4]), ("evict", 6))),
+    ("locked-parent-stays", 1, 16,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "r", [1, 2, 7]), ("evict", 10),
+             ("finish", "r"), ("evict", 10))),
+    ("split-of-a-locked-node", 1, 24,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "r1", [1, 2, 3, 4, 5]),
+             ("start", "r2", [1, 2, 6]), ("evict", 10), ("finish", "r1"), ("evict", 1),
+             ("finish", "r2"), ("evict", 10))),
+    ("pool-exhausted-rejects", 1, 4,
+     _script(("start", "a", [1, 2, 3, 4, 5]), ("start", "b", [1, 2]), ("finish", "b"),
+             ("start", "c", [1, 2, 3, 4]), ("finish", "a"), ("finish", "c"))),
+    ("evict-on-demand-spares-the-locked-prefix", 1, 8,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "c", [5, 6, 7]), ("finish", "c"),
+             ("start", "r", [1, 2, 3, 4, 9, 9]), ("finish", "r"))),
+    ("empty-prompt", 1, 8,
+     _script(("start", "a", []), ("match", []), ("finish", "a"), ("evict", 1))),
+    ("lru-touch-order", 1, 16,
+     _script(("start", "a", [1, 1, 1]), ("finish", "a"), ("start", "b", [2, 2, 2]),
+             ("finish", "b"), ("match", [1, 1, 1]), ("evict", 1), ("evict", 1))),
+    ("split-stamps-both-halves", 1, 16,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "b", [5, 6]), ("finish", "b"),
+             ("match", [1, 2]), ("evict", 1), ("evict", 1))),
+    ("two-running-requests-share-a-prefix", 1, 32,
+     _script(("start", "a", [1, 2, 3, 1, 2]), ("finish", "a"), ("start", "r1", [1, 2, 3, 3]),
+             ("start", "r2", [1, 2, 3, 1, 3]), ("evict", 20), ("finish", "r2"),
+             ("evict", 20), ("finish", "r1"), ("evict", 20))),
+    ("page2-odd-length-tail", 2, 16,
+     _script(("start", "a", [1, 2, 3, 4, 5]), ("finish", "a"), ("start", "b", [1, 2, 3, 9]),
+             ("finish", "b"), ("evict", 1))),
+    ("page2-divergence-inside-a-page", 2, 16,
+     _script(("start", "a", A4), ("finish", "a"), ("start", "b", [1, 3, 3, 4]),
+             ("finish", "b"), ("match", [1, 2, 3, 7]), ("evict", 4))),
+    ("page2-match-shorter-than-a-page", 2, 16,
+     _script(("start", "a", [1, 2]), ("finish", "a"), ("match", [1]), ("start", "b", [1]),
+             ("finish", "b"), ("evict", 2))),
+    ("page4-split-at-page-boundary", 4, 32,
+     _script(("start", "a", [1, 2, 3, 4, 5, 6, 7, 8]), ("finish", "a"),
+             ("start", "b", [1, 2, 3, 4, 5, 6, 1, 1, 2]), ("finish", "b"), ("evict", 1),
+             ("evict", 8))),
+)
+
+
+def public_cases(params: dict[str, Any]) -> list[Case]:
+    """The variant's own script (the one parts 1-4 ask about), a paged one and a locked one."""
+    ops = params.get("ops")
+    pool = int(params.get("pool", 64))
+    cases = [make_case("example-1", ops, 1, pool)] if ops else []
+    for name, page, pool_, eops in EDGE_CASES:
+        if name in ("page2-divergence-inside-a-page", "split-of-a-locked-node"):
+            cases.append(make_case(f"example-{len(cases) + 1}", eops, page, pool_))
+    return cases
+
+
+@st.composite
+def _draft(draw: st.DrawFn) -> tuple[int, int, list[tuple[Any, ...]]]:
+    page = draw(st.sampled_from((1, 1, 1, 2)))
+    pool = draw(st.integers(10, 32))
+    ops = []
+    for _ in range(draw(st.integers(3, MAX_OPS))):
+        kind = draw(st.sampled_from(("start", "start", "finish", "finish", "match", "evict")))
+        if kind in ("start", "match"):
+            reuse = draw(st.integers(0, 9))  # > 3: start from a prefix of an earlier prompt
+            cut = draw(st.integers(0, MAX_PROMPT))
+            tail = draw(st.lists(st.sampled_from(ALPHABET), max_size=MAX_PROMPT))
+            ops.append((kind, reuse, cut, tail))
+        elif kind == "finish":
+            ops.append((kind, draw(st.integers(0, 9))))
+        else:
+            ops.append((kind, draw(st.integers(0, 12))))
+    return page, pool, ops
+
+
+def resolve(ops: list[tuple[Any, ...]]) -> list[Op]:
+    """Turn drafted choices into a concrete script: request ids, reused prefixes, finishes of
+    requests that were started (the driver skips one that was rejected)."""
+    out: list[Op] = []
+    prompts: list[list[int]] = []
+    running: list[str] = []
+    n = 0
+    for op in ops:
+        if op[0] in ("start", "match"):
+            _, reuse, cut, tail = op
+            base = prompts[reuse % len(prompts)][:cut] if prompts and reuse > 3 else []
+            tokens = (base + list(tail))[:MAX_PROMPT + 4]
+            prompts.append(tokens)
+            if op[0] == "start":
+                n += 1
+                rid = f"r{n}"
+                running.append(rid)
+                out.append(["start", rid, tokens])
+            else:
+                out.append(["match", tokens])
+        elif op[0] == "finish":
+            if running:
+                out.append(["finish", running.pop(op[1] % len(running))])
+        else:
+            out.append(["evict", op[1]])
+    return out
+
+
+@lru_cache(maxsize=16)
+def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
+    """n Hypothesis draws for this seed, as JSON strings (hashable, and copied on every use)."""
+    drawn: list[str] = []
+
+    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
+              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @hypothesis_seed(seed)
+    @given(_draft())
+    def collect(d: tuple[int, int, list[tuple[Any, ...]]]) -> None:
+        page, pool, ops = d
+        script = resolve(ops)
+        if script:
+            drawn.append(json.dumps(make_case("", script, page, pool)["input"], sort_keys=True))
+
+    collect()
+    return tuple(drawn)
+
+
+def long_script(seed: int) -> tuple[list[Op], int]:
+    """The speed check's script: multi-turn conversations over a few long system prompts.
+
+    Each turn's prompt is the previous turn's prompt plus new tokens, so matches run thousands
+    of tokens deep; evictions every few requests keep the tree changing. (ops, pool size)
+    """
+    rng = random.Random(seed)
+    vocab = 32_000
+    systems = [[rng.randrange(vocab) for _ in range(6_000)] for _ in range(2)]
+    convs = [list(systems[c % 2]) + [rng.randrange(vocab) for _ in range(400)]
+             for c in range(6)]
+    ops: list[Op] = []
+    n = 0
+    for turn in range(4):
+        for c, conv in enumerate(convs):
+            if turn:
+                conv.extend(rng.randrange(vocab) for _ in range(300))
+            n += 1
+            ops.append(["start", f"c{c}t{turn}", list(conv)])
+            ops.append(["finish", f"c{c}t{turn}"])
+        ops.append(["evict", 2_000])
+    return ops, 40_000
+
+
+def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
+    """Edge cases, Hypothesis-generated scripts (deterministic for a seed, smallest first) and
+    the long-prompt timing case last."""
+    cases = [make_case(f"edge-{name}", ops, page, pool) for name, page, pool, ops in EDGE_CASES]
+    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
+    n = 0
+    for raw in _random_inputs(int(seed), RANDOM_CASES):
+        if raw in seen:
+            continue
+        seen.add(raw)
+        n += 1
+        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases.sort(key=size_key)
+    ops, pool = long_script(int(seed))
+    cases.append(make_case("speed-long-prompts", ops, 1, pool, mode="timed"))
+    return cases
+
+
+# ---------------------------------------------------------------- describing
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _toks(tokens: list[int], limit: int = 12) -> str:
+    if len(tokens) <= limit:
+        return "[" + ", ".join(map(str, tokens)) + "]"
+    return f"[{', '.join(map(str, tokens[:limit]))}, ... ({len(tokens)} tokens)]"
+
+
+def op_text(op: Op) -> str:
+    if op[0] == "start":
+        return f"start {op[1]} {_toks(op[2])}"
+    if op[0] == "match":
+        return f"match {_toks(op[1])}"
+    if op[0] == "finish":
+        return f"finish {op[1]}"
+    return f"evict {op[1]}"
+
+
+def describe(case: Case) -> str:
+    inp = case["input"]
+    if inp.get("mode") == "timed":
+        return (f"the long-prompt timing script ({len(inp['ops'])} operations, prompts up to "
+                f"{max(len(op[2]) for op in inp['ops'] if op[0] == 'start')} tokens)")
+    text = "; ".join(op_text(op) for op in inp["ops"])
+    if len(text) > 500:
+        text = text[:497] + "..."
+    return f"page_size={inp['page_size']}, pool={inp['pool']}: {text}"
+
+
+def _upto(case: Case, i: int) -> str:
+    """The script up to and including op i, as the student can replay it."""
+    inp = case["input"]
+    ops = inp["ops"][: i + 1]
+    text = "; ".join(f"({j + 1}) {op_text(op)}" for j, op in enumerate(ops))
+    if len(text) > 600:
+        text = "..." + text[-597:]
+    return (f"[{case['id']}, page_size={inp['page_size']}, pool={inp['pool']}] {text}")
+
+
+def render_tree(nodes: list[list[Any]], limit: int = 16) -> str:
+    """One line per node, indented by depth: `[1, 2] slots [0, 1] lock 1`."""
+    depth = [0] * len(nodes)
+    lines = []
+    for i, (p, key, value, lock) in enumerate(nodes):
+        if p < 0:
+            lines.append("    root")
+            continue
+        depth[i] = depth[p] + 1 if 0 <= p < i else 1
+        lines.append("    " + "  " * depth[i] + f"{_toks(key, 8)} slots {_toks(value, 8)}"
+                     + (f" lock {lock}" if lock else ""))
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"    ... ({len(lines) - limit} more nodes)"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- judging one trace case
+
+
+def _subtree_locks(nodes: list[list[Any]], held: dict[str, int]) -> list[int]:
+    """For each node, how many running requests hold it or a node below it."""
+    count = [0] * len(nodes)
+    for idx in held.values():
+        x = idx
+        seen = 0
+        while 0 <= x < len(nodes) and seen <= len(nodes):
+            count[x] += 1
+            x = nodes[x][0]
+            seen += 1
+    return count
+
+
+def _owner_of(nodes: list[list[Any]]) -> dict[int, int]:
+    return {s: i for i, n in enumerate(nodes) for s in n[2]}
+
+
+def _evict_hint(prev: list[list[Any]] | None, got_calls: list[list[int]],
+                exp_calls: list[list[int]], held: dict[str, int]) -> str:
+    """Why the first wrong free_fn call is wrong, judged on the tree before the operation."""
+    if prev is None:
+        return ""
+    owner = _owner_of(prev)
+    children: dict[int, set[int]] = {}
+    for j, n in enumerate(prev):
+        children.setdefault(n[0], set()).add(j)
+    locks = _subtree_locks(prev, held)
+    gone: set[int] = set()  # nodes freed by the earlier calls of this evict
+    for k, call in enumerate(got_calls):
+        nodes = {owner.get(s, -1) for s in call}
+        if k < len(exp_calls) and call == exp_calls[k]:
+            gone |= nodes
+            continue
+        if -1 in nodes:
+            return (f" Call {k + 1} freed {_toks(call)}, which includes slots that were not in "
+                    "the tree.")
+        for i in sorted(nodes):
+            if prev[i][3] > 0 or locks[i] > 0:
+                return (f" Call {k + 1} freed node {_toks(prev[i][1])}, which a running request "
+                        "still pins (lock_ref > 0): pinned KV must never be evicted.")
+        if len(nodes) == 1:
+            i = nodes.pop()
+            if len(call) != len(prev[i][2]):
+                return (f" Call {k + 1} freed part of node {_toks(prev[i][1])}: evict frees "
+                        "whole leaves, one free_fn call per leaf with all its slots.")
+            if i in gone:
+                return (f" Call {k + 1} freed node {_toks(prev[i][1])} a second time: it was "
+                        "queued twice.")
+            if children.get(i, set()) - gone:
+                return (f" Call {k + 1} freed node {_toks(prev[i][1])}, which still had "
+                        "children: only leaves can go, or their descendants become unreachable.")
+        if k < len(exp_calls):
+            return (f" Call {k + 1} should free {_toks(exp_calls[k])}, the unlocked leaf with "
+                    "the smallest last_access at that point.")
+        return (f" After {len(exp_calls)} call(s) the reference had freed enough (or ran out of "
+                "unlocked leaves); yours went on.")
+    if len(got_calls) < len(exp_calls):
+        return (f" Yours stopped after {len(got_calls)} call(s); the next unlocked leaf was "
+                f"{_toks(exp_calls[len(got_calls)])}. When a leaf goes, its parent becomes a "
+                "candidate if it is now childless and unlocked.")
+    return ""
+
+
+class _Verdict:
+    """Per check name: one (case, passed, message) per case it applies to."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
+
+    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
+        self.results.setdefault(name, []).append((case, passed, message))
+
+
+def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+    inp = case["input"]
+    ops = inp["ops"]
+    pool = int(inp["pool"])
+    page = int(inp["page_size"])
+    steps, e_steps = out["steps"], exp["steps"]
+    first: dict[str, str] = {}
+
+    def fail(name: str, i: int, msg: str) -> None:
+        if name not in first:
+            first[name] = f"after operation {i + 1} ({op_text(ops[i])}): {msg}\n  Script: " \
+                          f"{_upto(case, i)}"
+
+    own: dict[str, list[int]] = {}
+    prev_tree: list[list[Any]] | None = None
+    prev_held: dict[str, int] = {}
+    for i, (s, e) in enumerate(zip(steps, e_steps, strict=False)):
+        op = ops[i]
+        kind = op[0]
+        tree = s["tree"]
+        held = s["held"]
+        # -- match --
+        if kind in ("start", "match"):
+            if s["m"] != e["m"]:
+                fail(MATCH, i, f"match_prefix returned the slots {_toks(s['m'])}; expected "
+                     f"{_toks(e['m'])} (the longest cached prefix of the prompt"
+                     + (" in whole pages" if page > 1 else "") + ").")
+            elif s["depth"] != e["depth"]:
+                if s["depth"] is None:
+                    fail(MATCH, i, "the node match_prefix returned is not connected to the "
+                         "root through its parent links.")
+                else:
+                    fail(MATCH, i, f"the slots were right ({len(e['m'])} tokens) but the node "
+                         f"returned ends {s['depth']} tokens from the root. It must end exactly "
+                         "where the match ends: when the match stops inside an edge, split the "
+                         "edge and return the upper half.")
+        # -- tree --
+        if s.get("bad"):
+            fail(TREE, i, "an invariant broke: " + "; ".join(s["bad"][:3]) + ".")
+        elif [n[:3] for n in tree] != [n[:3] for n in e["tree"]]:
+            fail(TREE, i, "the tree should be\n" + render_tree(e["tree"]) + "\n  but yours "
+                 "is\n" + render_tree(tree))
+        # -- insert --
+        if kind == "finish" and s.get("n") != e.get("n"):
+            fail(INSERT, i, f"insert returned {s.get('n')}; {e.get('n')} of its tokens were "
+                 "already in the tree (in whole pages). The driver frees the request's own "
+                 "slots for those positions, so a wrong count frees slots the tree owns or "
+                 "leaks them.")
+        # -- locks (invariant on the student's own tree) --
+        want = _subtree_locks(tree, held)
+        for rid, idx in held.items():
+            if idx < 0:
+                fail(LOCKS, i, f"request {rid} is still running but the node it holds is no "
+                     "longer in the tree: a pinned node was evicted or unlinked.")
+                break
+        else:
+            for j, n in enumerate(tree[1:], start=1):
+                if n[3] != want[j]:
+                    fail(LOCKS, i, f"node {_toks(n[1])} has lock_ref {n[3]}, but {want[j]} "
+                         "running request(s) pass through it (inc_lock_ref and dec_lock_ref "
+                         "walk from the node to the root; a split copies the count to the new "
+                         "upper node).")
+                    break
+        # -- evict --
+        if "ret" in e or "ret" in s or "calls" in e or "calls" in s:
+            g_calls, x_calls = s.get("calls", []), e.get("calls", [])
+            if kind == "start" and ("ret" in s) != ("ret" in e):
+                fail(EVICT, i, f"the reference had {'a' if 'ret' in e else 'no'} shortfall of "
+                     f"free slots here (so it {'called' if 'ret' in e else 'did not call'} "
+                     f"evict), yours had {'one' if 'ret' in s else 'none'}: the free queue "
+                     "already differed because of an earlier mistake (see the slot and insert "
+                     "checks).")
+            elif g_calls != x_calls or s.get("ret") != e.get("ret"):
+                k = op[1] if kind == "evict" else s.get("short")
+                where = "" if kind == "evict" else (
+                    f"{op[1]} needed {k} more slot(s) than were free, so the driver called "
+                    f"evict({k}): ")
+                fail(EVICT, i, f"{where}evict({k}) made free_fn calls {_short(g_calls)} and "
+                     f"returned {s.get('ret')}; expected calls {_short(x_calls)} returning "
+                     f"{e.get('ret')}." + _evict_hint(prev_tree, g_calls, x_calls, prev_held))
+        # -- sizes (invariant) --
+        ev = sum(len(n[1]) for n in tree[1:] if n[3] == 0)
+        pr = sum(len(n[1]) for n in tree[1:] if n[3] > 0)
+        if s["sizes"] != [ev, pr, ev + pr]:
+            fail(SIZES, i, f"(evictable_size, protected_size, total_size) returned "
+                 f"{tuple(s['sizes'])}, but your tree holds {ev} unlocked and {pr} locked "
+                 f"tokens, so ({ev}, {pr}, {ev + pr}).")
+        # -- slots (conservation) --
+        if kind == "start" and "alloc" in s:
+            own[str(op[1])] = s["alloc"]
+        if kind == "finish":
+            own.pop(str(op[1]), None)
+        in_tree = [x for n in tree for x in n[2]]
+        running_own = [x for r, slots in own.items() if r in held for x in slots]
+        problem = ""
+        if s.get("double"):
+            problem = (f"slot(s) {_toks(s['double'])} were freed while already free "
+                       "(a double free).")
+        elif len(set(in_tree)) != len(in_tree):
+            problem = "the same slot id appears in two places of the tree."
+        elif set(in_tree) & set(running_own):
+            problem = ("a running request's own slots ended up in the tree before it "
+                       "finished.")
+        else:
+            total = len(in_tree) + len(running_own) + int(s["free"])
+            if total > pool:
+                problem = (f"{total - pool} slot(s) are both free and in use (the tree holds "
+                           f"{len(in_tree)}, running requests {len(running_own)}, the free "
+                           f"queue {s['free']}, of {pool}): something freed slots it still "
+                           "holds.")
+            elif total < pool:
+                problem = (f"{pool - total} slot(s) leaked: the tree holds {len(in_tree)}, "
+                           f"running requests {len(running_own)}, the free queue {s['free']}, "
+                           f"of {pool}.")
+        if problem:
+            fail(SLOTS, i, problem)
+        prev_tree, prev_held = tree, held
+
+    error = out.get("error")
+    if error is not None or len(steps) < len(e_steps):
+        at = int(error["op"]) if error else len(steps)
+        msg = str(error["message"]) if error else "nothing (the trace stopped early)"
+        if at < 0 or not ops:
+            line = f"RadixCache(page_size={page}) raised {msg}"
+        else:
+            at = min(at, len(ops) - 1)
+            line = f"operation {at + 1} ({op_text(ops[at])}) raised {msg}\n  Script: " \
+                   f"{_upto(case, at)}"
+        first.setdefault(RUNS, line)
+        for name in NAMES[1:8]:
+            first.setdefault(name, f"{NOT_REACHED}{line}")
+    for name in NAMES[:8]:
+        v.add(name, case, name not in first, first.get(name, ""))
+
+
+def _judge_timed(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+    if "error" in out:
+        v.add(SPEED, case, False, f"the long-prompt script raised {out['error']['message']}")
+        return
+    if out["results"] != exp["results"]:
+        ops = case["input"]["ops"]
+        i = next(k for k, (a, b) in enumerate(zip(out["results"], exp["results"],
+                                                      strict=False)) if a != b) \
+            if len(out["results"]) == len(exp["results"]) else 0
+        v.add(SPEED, case, False,
+              f"on the long-prompt script, operation {i + 1} ({op_text(ops[i])}) gave "
+              f"[result, evictable_size] = {out['results'][i]}; expected {exp['results'][i]}. "
+              "Fix the other checks first.")
+        return
+    mine = statistics.median(out["times"])
+    ref = statistics.median(exp["times"])
+    ratio = mine / ref if ref > 0 else 1.0
+    longest = max(len(op[2]) for op in case["input"]["ops"] if op[0] == "start")
+    timing = (f"{len(case['input']['ops'])} operations on prompts of up to {longest:,} tokens took "
+              f"{mine * 1e3:.0f} ms inside your cache's methods (median of {len(out['times'])}) "
+              f"against {ref * 1e3:.0f} ms for the reference, {ratio:.1f}x.")
+    if mine < SPEED_FLOOR_S or ratio <= SLOWDOWN_LIMIT:
+        v.add(SPEED, case, True, timing)
+        return
+    v.add(SPEED, case, False,
+          f"{timing} Beyond {SLOWDOWN_LIMIT:.0f}x this check is lost (the others still count). "
+          "A match should cost time linear in the prompt: compare an edge against the prompt "
+          "from an index instead of re-slicing the rest of the prompt for every token, and do "
+          "not rebuild lists of slots token by token.")
+
+
+def _well_formed(result: Any, case: Case) -> bool:
+    """Whether a result has the shape the driver writes (a forged line must fail, not crash)."""
+    if not isinstance(result, dict):
+        return False
+    if "error" in result:
+        return isinstance(result["error"], str)
+    out = result.get("output")
+    if not isinstance(out, dict):
+        return False
+    if case["input"].get("mode") == "timed":
+        if "error" in out:
+            return isinstance(out["error"], dict) and isinstance(out["error"].get("message"), str)
+        return (isinstance(out.get("results"), list) and isinstance(out.get("times"), list)
+                and bool(out["times"])
+                and all(isinstance(t, int | float) and t >= 0 for t in out["times"]))
+    steps = out.get("steps")
+    if not isinstance(steps, list) or len(steps) > len(case["input"]["ops"]):
+        return False
+    err = out.get("error")
+    if err is not None and not (isinstance(err, dict) and isinstance(err.get("op"), int)
+                                and isinstance(err.get("message"), str)):
+        return False
+    for s in steps:
+        if not (isinstance(s, dict) and isinstance(s.get("tree"), list) and s["tree"]
+                and isinstance(s.get("held"), dict) and isinstance(s.get("sizes"), list)
+                and isinstance(s.get("free"), int)):
+            return False
+        for n in s["tree"]:
+            if not (isinstance(n, list) and len(n) == 4 and isinstance(n[0], int)
+                    and isinstance(n[1], list) and isinstance(n[2], list)
+                    and isinstance(n[3], int)):
+                return False
+        if not all(isinstance(x, int) for x in s["held"].values()):
+            return False
+    return True
+
+
+def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
+          params: dict[str, Any]) -> list[Check]:
+    """Named checks over all cases; each failure names the smallest case it fails on."""
+    v = _Verdict()
+    for case, g, e in zip(cases, got, expected, strict=True):
+        timed = case["input"].get("mode") == "timed"
+        names = [SPEED] if timed else NAMES[:8]
+        if not _well_formed(g, case):
+            g = {"error": "the output for this case is malformed"}
+        if "error" in g:
+            msg = f"{g['error']} — on {describe(case)}"
+            for name in names:
+                v.add(name, case, False, msg)
+            continue
+        try:
+            if timed:
+                _judge_timed(case, g["output"], e["output"], v)
+            else:
+                _judge_trace(case, g["output"], e["output"], v)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, StopIteration):
+            # Only a hand-made output line gets here: the driver always writes every field.
+            for name in names:
+                v.add(name, case, False, f"the output for this case is malformed — on "
+                                         f"{describe(case)}")
+    checks: list[Check] = []
+    for name, weight, ok_message in CHECKS:
+        results = v.results.get(name)
+        if not results:
+            continue  # e.g. Run has no timing case
+        failures = [r for r in results if not r[1]]
+        if not failures:
+            msg = ok_message
+            if name == SPEED:
+                msg = results[0][2] or ok_message
+            checks.append(Check(name, True, msg, weight, {"cases": len(results)}))
+            continue
+        # A real failure beats a case that crashed before this check could be judged.
+        case, _, message = min(failures, key=lambda r: (r[2].startswith(NOT_REACHED),
+                                                         size_key(r[0])))
+        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
+        checks.append(Check(name, False, prefix + message, weight,
+                            {"case": case["id"], "failing": len(failures),
+                             "cases": len(results)}))
+    return checks

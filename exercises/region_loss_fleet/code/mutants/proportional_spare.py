@@ -1,0 +1,31 @@
+"""MUTANT: splits the spare in proportion to demand, rounded down, remainder to the first regions, ignoring the per-region cap."""
+from __future__ import annotations
+
+import math
+
+
+def min_fleet(demands: dict[str, float], r: float, U: float) -> dict[str, int]:
+    if len(demands) < 2:
+        raise ValueError("need at least two regions: one region cannot survive its own loss")
+    if any(d < 0 for d in demands.values()):
+        raise ValueError("demands must be >= 0")
+    if not r > 0:
+        raise ValueError(f"r must be positive, got {r!r}")
+    if not 0 < U <= 1:
+        raise ValueError(f"U must be in (0, 1], got {U!r}")
+    q = r * U  # requests/s one replica may carry under the ceiling
+    n = len(demands)
+    own = {name: math.ceil(d / q) for name, d in demands.items()}
+    survivors = math.ceil(sum(demands.values()) / q)  # what must remain after any loss
+    total = max(sum(own.values()),
+                survivors + max(own.values()),  # losing the biggest region's own replicas
+                -(-n * survivors // (n - 1)))  # the largest region holds >= C / N
+    fleet = dict(own)
+    spare = total - sum(own.values())
+    d_sum = sum(demands.values()) or 1
+    for name, d in demands.items():
+        fleet[name] += int(spare * d // d_sum)
+    names = list(fleet)
+    for i in range(total - sum(fleet.values())):
+        fleet[names[i % n]] += 1
+    return fleet

@@ -1,0 +1,298 @@
+"""Q33 (exercises/canary_sample_size): the research notes' sample sizes, sensible variants, and the
+code part's machinery run in-process on trusted code only (reference, mutants, driver)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from statistics import NormalDist
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import templating
+from exercises.spec import ExerciseSpec
+from graders.code import expose_shared_modules
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    load_by_path,
+)
+
+ex = load_by_path("canary_sample_size")
+EX = ExerciseUnderTest.load(ex)
+FOLDER, PARTS = EX.folder, EX.parts
+CODE = FOLDER / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+VARIANTS = EX.variants()
+SEED = 4242
+spec = EX.spec_fixture()
+
+# Which check must catch each mutant (it may fail others too).
+CAUGHT_BY = {
+    "accepts_no_regression": "rejects invalid input",
+    "both_arms_total": "two-proportion n per arm",
+    "cv_not_squared": "means n per arm",
+    "known_swapped_variances": "known-baseline n",
+    "known_uses_two_arm": "known-baseline n",
+    "mean_one_arm": "means n per arm",
+    "minutes_in_seconds": "collection minutes",
+    "minutes_whole_fleet": "collection minutes",
+    "no_round_up": "two-proportion n per arm",
+    "pooled_both_terms": "two-proportion n per arm",
+    "power_z_sign": "two-proportion n per arm",
+    "two_sided": "two-proportion n per arm",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+checks = _load(CODE / "checks.py", "q33_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
+driver = _load(CODE / "driver.py", "q33_test_driver")
+reference = _load(CODE / "reference.py", "q33_test_reference")
+
+
+# --- the calculation parts ---------------------------------------------------------------------
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    s = ex.solve(ex.CANONICAL)
+    assert_parts_match_module(EX, s)
+    assert s["p99_method"] in {o["id"] for o in PARTS["p99_method"]["options"]}
+    assert s["sizing"] == "code/reference.py"
+
+
+def test_canonical_reproduces_the_notes() -> None:
+    # facts-q26-q49 §Q33, exact quantiles z_0.95 = 1.6449, z_0.80 = 0.8416, rounded up.
+    s = ex.solve(ex.CANONICAL)
+    assert s["n_errors"].value == 6105  # 1.0 % -> 1.5 %, two arms, one-sided
+    assert s["n_two_sided"] == 7750  # the same two-sided
+    assert s["n_known"].value == 2830  # known baseline
+    assert s["n_mean"].value == 4947  # +5 % mean TTFT, CV 1
+    assert s["n_p99"] == 1826  # p99 -> old p98: 1 % -> 2 % exceedances
+    # 6,105 requests at 1 % of 200 req/s = 2 req/s: 3,052.5 s = 50.9 min ("51 minutes").
+    assert s["minutes"].value == pytest.approx(50.875)
+    assert round(s["minutes"].value) == 51
+    assert round(s["minutes_at_5pct"]) == 10  # notes: 5 % -> 10 min
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((0.01, 0.02), 1826), ((0.001, 0.002), 18519), ((0.01, 0.011), 128470)])
+def test_notes_table_proportions(args: tuple[float, float], expected: int) -> None:
+    assert reference.canary_sample_size(*args) == expected
+
+
+@pytest.mark.parametrize(("shift", "cv", "expected"), [
+    (0.05, 2.0, 19785), (0.10, 1.0, 1237), (0.02, 1.0, 30913)])
+def test_notes_table_means(shift: float, cv: float, expected: int) -> None:
+    assert reference.canary_sample_size_mean(shift, cv) == expected
+
+
+def test_three_decimal_z_values_land_inside_the_tolerance() -> None:
+    # The notes: with 1.645 / 0.842 each n comes out about 0.04 % larger (6,107 and 4,949).
+    pbar = 0.0125
+    n = (1.645 * math.sqrt(2 * pbar * (1 - pbar))
+         + 0.842 * math.sqrt(0.01 * 0.99 + 0.015 * 0.985)) ** 2 / 0.005**2
+    assert math.ceil(n) == 6107
+    assert abs(6107 / 6105 - 1) < EX.tol("n_errors")
+
+
+def test_variants_are_sensible_and_varied() -> None:
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        assert json.loads(json.dumps(p)) == p
+        assert p["p1_pct"] > p["p0_pct"]
+        s = ex.solve(p)
+        assert 3 <= s["minutes"].value <= 480
+    assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
+
+
+def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
+
+
+def test_graders_accept_the_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:10]],
+                                   ["n_errors", "n_known", "n_mean", "minutes", "p99_method"])
+
+
+@pytest.mark.parametrize("which", ["statement.md", "solution.md"])
+def test_templates_render(which: str) -> None:
+    template = (FOLDER / which).read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS[:50]]:
+        assert "{{" not in templating.render(template, p, ex.solve(p), which)
+    text = templating.render(template, ex.CANONICAL, ex.solve(ex.CANONICAL), which)
+    if which == "solution.md":
+        for figure in ("**6,105 requests per arm**", "**2,830 requests**",
+                       "**4,947 requests per arm**", "**50.9", "**1,826 per arm**"):
+            assert figure in text, figure
+
+
+# --- the code part -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
+                                     expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+def test_public_cases_are_the_variants_own_numbers() -> None:
+    for p in [ex.CANONICAL, *VARIANTS[:20]]:
+        s = ex.solve(p)
+        outs = [driver.run_case(reference, c["input"])["value"] for c in checks.public_cases(p)]
+        assert outs == [s["n_errors"].value, s["n_known"].value, s["n_mean"].value,
+                        pytest.approx(s["minutes"].value)]
+
+
+def test_reference_against_an_oracle(all_cases: list[dict[str, Any]],
+                                     expected: list[dict[str, Any]]) -> None:
+    # Written from the statement's formulas, with its own z-values.
+    z = NormalDist().inv_cdf
+    for case, exp in zip(all_cases, expected, strict=True):
+        inp, out = case["input"], exp["output"]
+        if "raised" in out:
+            assert out["raised"].startswith("ValueError"), case
+            continue
+        a = inp["args"]
+        if inp["fn"] == "minutes":
+            assert out["value"] == pytest.approx(a[0] / (a[1] * a[2]) / 60, rel=1e-12)
+            continue
+        za, zb = z(1 - a[2]), z(a[3])
+        if inp["fn"] == "mean":
+            raw = 2 * (za + zb) ** 2 * a[1] ** 2 / a[0] ** 2
+        elif inp["known_baseline"]:
+            raw = (za * math.sqrt(a[0] * (1 - a[0])) + zb * math.sqrt(a[1] * (1 - a[1]))) ** 2 \
+                / (a[1] - a[0]) ** 2
+        else:
+            pb = (a[0] + a[1]) / 2
+            raw = (za * math.sqrt(2 * pb * (1 - pb))
+                   + zb * math.sqrt(a[0] * (1 - a[0]) + a[1] * (1 - a[1]))) ** 2 / (a[1] - a[0]) ** 2
+        assert out == {"value": math.ceil(raw), "type": "int"}, case
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    assert mutant.read_text(encoding="utf-8").startswith('"""MUTANT: ')
+    module = _load(mutant, f"q33_test_mutant_{mutant.stem}")
+    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        assert "Smallest: canary_" in c.message, c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+def test_failures_name_the_slip(all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    module = _load(CODE / "mutants" / "two_sided.py", "q33_test_two_sided_again")
+    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
+    results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
+    message = results["two-proportion n per arm"].message
+    assert "two-sided" in message and "expected" in message
+
+
+def test_an_improvement_is_rejected() -> None:
+    # A hand-written edge: p1 below p0 is not a regression to size a canary for.
+    with pytest.raises(ValueError):
+        reference.canary_sample_size(0.02, 0.01)
+    with pytest.raises(ValueError):
+        reference.canary_minutes(10, 200, 5.0)  # 5 means 500 %, not 5 %
+    assert reference.canary_minutes(0, 200, 0.01) == 0
+
+
+def test_driver_reports_bad_return_types() -> None:
+    class Bad:
+        @staticmethod
+        def canary_sample_size(*args: Any, **kwargs: Any) -> str:
+            return "6105"
+
+        @staticmethod
+        def canary_minutes(*args: Any) -> float:
+            return float("nan")
+
+    assert "bad" in driver.run_case(Bad, {"fn": "proportions", "args": [0.01, 0.015, 0.05, 0.8],
+                                          "known_baseline": False})
+    assert "bad" in driver.run_case(Bad, {"fn": "minutes", "args": [1, 1, 1.0]})
+
+
+def test_driver_error_results_fail_every_check(all_cases: list[dict[str, Any]],
+                                               expected: list[dict[str, Any]]) -> None:
+    got = [{"error": f"no output for case {c['id']}"} for c in all_cases]
+    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    forged = [{"output": {"value": True, "type": "int"}} for _ in all_cases]
+    results = checks.check(all_cases, forged, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+
+
+def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    for name in ("p1-equals-p0", "p1-below-p0", "alpha-half", "power-one", "zero-requests",
+                 "fraction-as-percent", "large-rates-known"):
+        assert f"edge-{name}" in ids, name
+    fns = [c["input"]["fn"] for c in a if c["id"].startswith("random-")]
+    assert fns.count("proportions") >= 40 and fns.count("mean") >= 15 and fns.count("minutes") >= 10
+    assert 100 <= len(a) <= 200
+
+
+def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
+    # A module full of literals >= 100 must not change the draws (see checks.py).
+    (tmp_path / "q33_literals.py").write_text(
+        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
+    code = (
+        "import importlib.util, json, sys\n"
+        "import q33_literals\n"
+        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "print(json.dumps(m.hidden_cases({}, 7)))\n"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="99",
+               PYTHONPATH=os.pathsep.join([str(FOLDER.parent.parent), str(tmp_path)]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=FOLDER.parent.parent)
+    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)

@@ -1,0 +1,292 @@
+"""Q32 (exercises/region_loss_fleet): the research notes' fleet, the corrected formula, sensible
+variants, and the code part's machinery run in-process on trusted code (reference, mutants,
+equivalents, driver), with a brute-force oracle for the whole-replica minimum."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+import sys
+from fractions import Fraction
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from exercises import templating
+from exercises.spec import ExerciseSpec
+from graders.code import expose_shared_modules
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_graders_accept_and_name,
+    assert_mistakes_distinct,
+    assert_parts_match_module,
+    load_by_path,
+)
+
+ex = load_by_path("region_loss_fleet")
+EX = ExerciseUnderTest.load(ex)
+FOLDER, PARTS = EX.folder, EX.parts
+CODE = FOLDER / "code"
+MUTANTS = sorted((CODE / "mutants").glob("*.py"))
+EQUIVALENTS = sorted((CODE / "equivalents").glob("*.py"))
+VARIANTS = EX.variants()
+SEED = 2024
+spec = EX.spec_fixture()
+
+# Which check must catch each mutant (it may fail others too).
+CAUGHT_BY = {
+    "accepts_one_region": "rejects invalid input",
+    "balanced_term_only": "survives the loss of any one region",
+    "continuous_then_ceil": "smallest total",
+    "dmax_term_only": "survives the loss of any one region",
+    "ignores_U": "each region covers its own peak",
+    "proportional_spare": "survives the loss of any one region",
+    "rounds_own_to_nearest": "each region covers its own peak",
+    "spare_on_largest": "survives the loss of any one region",
+    "sum_of_ceilings": "smallest total",
+    "ties_to_last": "spare placed by the rule",
+}
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+checks = _load(CODE / "checks.py", "q32_test_checks")
+expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
+driver = _load(CODE / "driver.py", "q32_test_driver")
+reference = _load(CODE / "reference.py", "q32_test_reference")
+
+
+# --- the calculation parts ---------------------------------------------------------------------
+
+
+def test_parts_and_tolerances_agree_with_the_module() -> None:
+    assert 3 <= len(PARTS) <= 7
+    assert_parts_match_module(EX, ex.solve(ex.CANONICAL))
+
+
+def test_canonical_reproduces_the_notes() -> None:
+    # facts-q26-q49 §Q32: D = 1,000 req/s (500/300/200), r = 10, U = 0.7.
+    s = ex.solve(ex.CANONICAL)
+    assert s["baseline"] == pytest.approx(1000 / 7)  # 142.9
+    assert s["fleet"].value == pytest.approx(1500 / 7)  # 214.3 = max(D + d_max, 3D/2) / 7
+    assert s["dominant_term"] == pytest.approx(s["balanced_term"])  # d_max = D/(N-1) exactly
+    assert s["overhead"].value == pytest.approx(0.5)  # +50 %
+    assert s["cap"].value == pytest.approx(500 / 7)  # 71.4: all three regions at the cap
+    assert s["placement_table"].count("| 71.4 |") == 3
+    assert s["neighbour"].value == pytest.approx(800 / 7)  # us-west >= 114.3
+    assert s["shed"].value == 180_000  # 500 req/s x 360 s
+    assert s["whole_total"] == 215
+
+
+@pytest.mark.parametrize(("n", "ratio"), [(2, 2.0), (3, 1.5), (4, 4 / 3), (5, 1.25)])
+def test_equal_regions_pay_n_over_n_minus_1(n: int, ratio: float) -> None:
+    names = ex.NAMES[:n]
+    p = dict(ex.CANONICAL, regions=[[name, 200] for name in names], neighbour=names[1])
+    s = ex.solve(p)
+    assert s["fleet"].value / s["baseline"] == pytest.approx(ratio)
+    # The single-term formula (D + d_max) is wrong here from four regions on (notes: 1.25x).
+    if n == 4:
+        assert s["dominant_term"] / s["baseline"] == pytest.approx(1.25)
+
+
+def test_a_dominant_region_gets_no_spare() -> None:
+    p = dict(ex.CANONICAL, regions=[["us-east", 800], ["us-west", 100], ["eu-west", 100]])
+    s = ex.solve(p)
+    assert s["binding"] == "dominant"
+    assert s["largest_spare"] == pytest.approx(0, abs=1e-9)
+    assert s["cap"].value == pytest.approx(800 / 7)
+
+
+def test_variants_are_sensible_and_varied() -> None:
+    bindings = set()
+    for p in VARIANTS:
+        assert ex.is_sensible(p), p
+        assert json.loads(json.dumps(p)) == p
+        s = ex.solve(p)
+        bindings.add(s["binding"])
+        # The continuous placement meets every constraint, and whole replicas stay within 2 %.
+        assert s["cap"].value >= s["own_max"] - 1e-9
+        assert abs(s["whole_total"] / s["fleet"].value - 1) < 0.02
+    assert {"dominant", "balanced"} <= bindings
+    assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
+
+
+def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
+    for p in [ex.CANONICAL, *VARIANTS]:
+        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
+
+
+def test_graders_accept_the_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
+    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:10]],
+                                   ["fleet", "overhead", "cap", "neighbour", "shed"])
+
+
+@pytest.mark.parametrize("which", ["statement.md", "solution.md"])
+def test_templates_render(which: str) -> None:
+    template = (FOLDER / which).read_text(encoding="utf-8")
+    for p in [ex.CANONICAL, *VARIANTS[:60]]:
+        text = templating.render(template, p, ex.solve(p), which)
+        assert "{{" not in text and "-0.0" not in text
+
+
+# --- the code part -----------------------------------------------------------------------------
+
+
+def _brute_force(demands: list[float], r: float, U: float) -> int:
+    """The smallest whole-replica total, by trying every placement up to a bound (tiny cases)."""
+    q = Fraction(repr(r)) * Fraction(repr(U))
+    need = [Fraction(repr(d)) / q for d in demands]
+    total_need = sum(need, Fraction(0))
+    limit = 2 * math.ceil(total_need) + len(demands) + 2
+    for total in range(limit + 1):
+        for c in itertools.product(range(total + 1), repeat=len(demands)):
+            if sum(c) != total or any(ci < ni for ci, ni in zip(c, need, strict=True)):
+                continue
+            if all(total - cj >= total_need for cj in c):
+                return total
+    raise AssertionError("no fleet found")
+
+
+@pytest.mark.parametrize(("demands", "r", "U"), [
+    ([500, 300, 200], 100, 0.7), ([5, 5, 5, 5], 2, 0.5), ([9, 1, 1], 3, 1.0), ([0, 7], 2, 0.5),
+    ([1, 1, 1], 10, 0.7), ([13, 8, 4], 5, 0.8), ([6, 6], 4, 0.75), ([10, 2, 3, 1], 3, 0.6)])
+def test_reference_total_is_the_brute_force_minimum(demands: list[float], r: float,
+                                                    U: float) -> None:
+    fleet = reference.min_fleet({f"r{i}": d for i, d in enumerate(demands)}, r, U)
+    assert sum(fleet.values()) == _brute_force(demands, r, U)
+
+
+def test_reference_canonical_placement() -> None:
+    fleet = reference.min_fleet({"us-east": 500, "us-west": 300, "eu-west": 200}, 10, 0.7)
+    assert list(fleet.items()) == [("us-east", 72), ("us-west", 72), ("eu-west", 71)]
+    # Ties go to the region listed first.
+    assert reference.min_fleet({"c": 50, "a": 50, "b": 50}, 5, 1.0) == {"c": 15, "a": 15, "b": 15}
+    assert list(reference.min_fleet({"c": 50, "a": 50, "b": 49}, 5, 1.0).values()) == [15, 15, 15]
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> list[dict[str, Any]]:
+    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+
+
+@pytest.fixture(scope="module")
+def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+
+
+def _score(results: list[Any]) -> float:
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def _grade(path: Path, name: str, all_cases: list[dict[str, Any]],
+           expected: list[dict[str, Any]]) -> list[Any]:
+    module = _load(path, name)
+    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
+    return checks.check(all_cases, got, expected, ex.CANONICAL)
+
+
+def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
+                                     expected: list[dict[str, Any]]) -> None:
+    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
+    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
+def test_reference_matches_the_brute_force_on_small_hidden_cases(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    tried = 0
+    for case, exp in zip(all_cases, expected, strict=True):
+        inp = case["input"]
+        if "fleet" not in exp["output"] or len(inp["regions"]) > 3:
+            continue
+        total = sum(c for _, c in exp["output"]["fleet"])
+        if total > 40:
+            continue
+        assert total == _brute_force([d for _, d in inp["regions"]], inp["r"], inp["U"]), case
+        tried += 1
+    assert tried >= 10
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
+def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    assert mutant.read_text(encoding="utf-8").startswith('"""MUTANT: ')
+    results = _grade(mutant, f"q32_test_mutant_{mutant.stem}", all_cases, expected)
+    assert _score(results) < 1
+    failed = {c.name: c for c in results if not c.passed}
+    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
+    for c in failed.values():
+        assert "Smallest: min_fleet({" in c.message, c.message
+
+
+def test_every_mutant_is_listed() -> None:
+    assert len(MUTANTS) >= 6
+    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
+
+
+@pytest.mark.parametrize("equivalent", EQUIVALENTS, ids=lambda p: p.stem)
+def test_equivalents_really_are(equivalent: Path, all_cases: list[dict[str, Any]],
+                                expected: list[dict[str, Any]]) -> None:
+    assert equivalent.read_text(encoding="utf-8").startswith("# EQUIVALENT")
+    results = _grade(equivalent, f"q32_test_equivalent_{equivalent.stem}", all_cases, expected)
+    assert _score(results) == 1
+
+
+def test_survival_message_names_the_lost_region(all_cases: list[dict[str, Any]],
+                                                expected: list[dict[str, Any]]) -> None:
+    results = {c.name: c for c in _grade(CODE / "mutants" / "spare_on_largest.py",
+                                         "q32_test_spare_again", all_cases, expected)}
+    message = results["survives the loss of any one region"].message
+    assert "losing " in message and "req/s under U" in message
+
+
+def test_driver_reports_bad_return_values() -> None:
+    class Bad:
+        @staticmethod
+        def min_fleet(demands: dict[str, float], r: float, U: float) -> dict[str, float]:
+            return {name: 1.5 for name in demands}
+
+    inp = checks.public_cases(ex.CANONICAL)[0]["input"]
+    assert "bad" in driver.run_case(Bad, inp)
+
+    class Whole:
+        @staticmethod
+        def min_fleet(demands: dict[str, float], r: float, U: float) -> dict[str, float]:
+            return {name: float(c) for name, c in reference.min_fleet(demands, r, U).items()}
+
+    assert driver.run_case(Whole, inp) == driver.run_case(reference, inp)
+
+
+def test_driver_errors_and_forged_lines_fail(all_cases: list[dict[str, Any]],
+                                             expected: list[dict[str, Any]]) -> None:
+    got = [{"error": f"no output for case {c['id']}"} for c in all_cases]
+    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    forged = [{"output": {"fleet": [["x", True]]}} for _ in all_cases]
+    assert not any(c.passed for c in checks.check(all_cases, forged, expected, ex.CANONICAL))
+
+
+def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
+    a = checks.hidden_cases(ex.CANONICAL, 7)
+    checks._random_inputs.cache_clear()
+    assert checks.hidden_cases(ex.CANONICAL, 7) == a
+    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    ids = [c["id"] for c in a]
+    assert len(ids) == len(set(ids))
+    for name in ("canonical", "two-regions", "four-equal-regions", "tiny-regions",
+                 "zero-demand-region", "exact-multiples", "ties-in-order", "one-region"):
+        assert f"edge-{name}" in ids, name
+    keys = [checks.size_key(c) for c in a]
+    assert keys == sorted(keys)
+    assert 120 <= len(a) <= 200
+    for c in a:
+        assert c["id"].startswith("edge-") or checks._float_safe(c["input"])
