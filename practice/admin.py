@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from practice.models import Assignment, Exercise, PartState, Submission, User
+from practice.models import Assignment, Exercise, MockInterview, PartState, Submission, User
 
 admin.site.register(User, UserAdmin)
 
@@ -24,3 +24,9 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 admin.site.register(Assignment)
 admin.site.register(PartState)
+
+
+@admin.register(MockInterview)
+class MockInterviewAdmin(admin.ModelAdmin):
+    list_display = ("pk", "user", "started_at", "duration_s", "finished_at", "ended_by")
+    list_filter = ("ended_by",)

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from practice.views import pages, parts
+from practice.views import mock, pages, parts
 
 urlpatterns = [
     path("", pages.catalog, name="catalog"),
@@ -18,5 +18,9 @@ urlpatterns = [
     path("ex/<slug:slug>/<str:part_id>/reveal/", parts.reveal_part, name="reveal_part"),
     path("ex/<slug:slug>/<str:part_id>/preview/", parts.preview_formula, name="preview_formula"),
     path("submissions/<int:pk>/status/", parts.submission_status, name="submission_status"),
+    path("practice/random/", mock.random_question, name="random_question"),
+    path("mock/start/", mock.mock_start, name="mock_start"),
+    path("mock/<int:pk>/", mock.mock_detail, name="mock_detail"),
+    path("mock/<int:pk>/finish/", mock.mock_finish, name="mock_finish"),
     path("admin/", admin.site.urls),
 ]

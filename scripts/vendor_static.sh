@@ -18,8 +18,8 @@ echo "== npm ci"
 npm ci --no-audit --no-fund
 
 echo "== clean $V"
-rm -rf "$V/katex" "$V/chartjs" "$V/pico" "$V/codemirror" "$V/htmx"
-mkdir -p "$V/katex/fonts" "$V/chartjs" "$V/pico" "$V/codemirror" "$V/htmx"
+rm -rf "$V/katex" "$V/chartjs" "$V/pico" "$V/codemirror" "$V/htmx" "$V/axe"
+mkdir -p "$V/katex/fonts" "$V/chartjs" "$V/pico" "$V/codemirror" "$V/htmx" "$V/axe"
 
 pkgver() { node -p "require('$NM/$1/package.json').version"; }
 
@@ -37,6 +37,11 @@ cp "$NM/@kurkle/color/LICENSE.md" "$V/chartjs/LICENSE.kurkle-color.md"
 echo "== Pico"
 cp "$NM/@picocss/pico/css/pico.min.css" "$V/pico/"
 cp "$NM/@picocss/pico/LICENSE.md" "$V/pico/LICENSE.md"
+
+echo "== axe-core (tests only: injected by tests/browser/test_accessibility.py, never by a page)"
+cp "$NM/axe-core/axe.min.js" "$V/axe/"
+cp "$NM/axe-core/LICENSE" "$V/axe/LICENSE"
+cp "$NM/axe-core/LICENSE-3RD-PARTY.txt" "$V/axe/LICENSE-3RD-PARTY.txt"
 
 echo "== CodeMirror 6 bundle (esbuild)"
 META="$(mktemp)"
@@ -102,6 +107,7 @@ katex                 $(pkgver katex)
 chart.js              $(pkgver chart.js)
 @picocss/pico         $(pkgver @picocss/pico)
 htmx                  $HTMX_VER (from django-htmx $DJANGO_HTMX_VER)
+axe-core              $(pkgver axe-core) (tests only)
 TXT
 
 echo "== done"

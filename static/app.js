@@ -10,7 +10,6 @@
   "use strict";
 
   const MATH_SELECTOR = ".math.inline, .math.block";
-  const CHART_SELECTOR = "canvas[data-chart]";
 
   // root itself is included when it matches: htmx.onLoad hands over the swapped
   // element, and querySelectorAll never returns the element it is called on.
@@ -43,30 +42,10 @@
     CM.mountAll(root);
   }
 
-  function drawCharts(root) {
-    if (typeof Chart === "undefined") return;
-    for (const canvas of select(root, CHART_SELECTOR)) {
-      if (Chart.getChart(canvas)) continue; // already drawn on this very canvas
-      const source = document.getElementById(canvas.getAttribute("data-chart"));
-      if (!source) {
-        console.warn("chart: no json_script element #" + canvas.getAttribute("data-chart"));
-        continue;
-      }
-      let config;
-      try {
-        config = JSON.parse(source.textContent);
-      } catch (err) {
-        console.warn("chart: invalid JSON in #" + source.id, err);
-        continue;
-      }
-      new Chart(canvas, config);
-    }
-  }
-
   function initAll(root) {
     const scope = root || document;
     // One failing step must not stop the others.
-    for (const step of [renderMath, mountEditors, drawCharts]) {
+    for (const step of [renderMath, mountEditors]) {
       try {
         step(scope);
       } catch (err) {

@@ -12,7 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from exercises import registry
 from practice import actions
-from practice.models import Exercise, PartState, Submission, User
+from practice import mock as mocks
+from practice.models import Exercise, MockInterview, PartState, Submission, User
 from practice.views.parts import part_context
 
 
@@ -41,6 +42,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
             solved[s.exercise_id] += 1
         if s.attempts:
             attempted.add(s.exercise_id)
+    running = mocks.running_mock(request.user)  # type: ignore[arg-type]
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ex in Exercise.objects.filter(active=True):
         n = len(ex.parts)
@@ -49,8 +51,16 @@ def catalog(request: HttpRequest) -> HttpResponse:
             "percent": round(100 * solved[ex.pk] / n) if n else 0,
             "state": "solved" if n and solved[ex.pk] == n
             else "attempted" if ex.pk in attempted else "new",
+            "in_mock": running is not None and ex.slug in running.exercises,
         })
-    return render(request, "practice/catalog.html", {"topics": sorted(topics.items())})
+    return render(request, "practice/catalog.html", {
+        "topics": sorted(topics.items()),
+        "mock": mocks.clock(running) if running is not None else None,
+        # Past its deadline counts as over even before its page records the end.
+        "last_mock": None if running else MockInterview.objects.filter(user=request.user).first(),
+        "mock_questions": mocks.QUESTIONS_PER_MOCK,
+        "mock_minutes": mocks.DEFAULT_DURATION_S // 60,
+    })
 
 
 @login_required
@@ -81,4 +91,21 @@ def evidence_download(request: HttpRequest, slug: str, name: str) -> HttpRespons
 def history(request: HttpRequest) -> HttpResponse:
     subs = (Submission.objects.filter(user=request.user)
             .select_related("exercise").order_by("-queued_at")[:200])
-    return render(request, "practice/history.html", {"submissions": subs})
+    # Parts per topic, for the progress chart (static/charts.js reads it from json_script):
+    # solved, tried but not solved (an attempt used or the solution revealed), and the total.
+    exercises = {ex.pk: ex for ex in Exercise.objects.filter(active=True)}
+    progress: dict[str, dict[str, Any]] = {}
+    for ex in exercises.values():
+        row = progress.setdefault(ex.topic, {"topic": ex.topic, "parts": 0, "solved": 0,
+                                             "tried": 0})
+        row["parts"] += len(ex.parts)
+    for st in PartState.objects.filter(user=request.user, exercise_id__in=exercises):
+        ex = exercises[st.exercise_id]
+        if st.part_id not in {p["id"] for p in ex.parts}:
+            continue  # a part since removed from the exercise folder
+        if st.solved_at:
+            progress[ex.topic]["solved"] += 1
+        elif st.attempts or st.revealed_at:
+            progress[ex.topic]["tried"] += 1
+    return render(request, "practice/history.html", {
+        "submissions": subs, "progress": [progress[t] for t in sorted(progress)]})

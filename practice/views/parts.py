@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,6 +17,7 @@ from exercises import registry, templating
 from exercises.spec import ExerciseSpec, PartSpec
 from graders.base import InvalidAnswer
 from practice import actions
+from practice import mock as mocks
 from practice.markdown import render_markdown
 from practice.models import Exercise, PartState, Submission, User
 
@@ -35,6 +37,9 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
     state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
     latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
               .order_by("-queued_at", "-id").first())
+    # A running mock interview hides worked solutions even for solved parts (one gate for the
+    # page and every htmx redraw of a part).
+    hidden = mocks.solutions_hidden_for(user, exercise)
     starter = ""
     if part.type == "code":
         starter = (spec.code_dir / "starter.py").read_text(encoding="utf-8")
@@ -43,8 +48,9 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "exercise": exercise, "part": part, "state": state, "latest": latest, "error": error,
         "draft": draft or (latest.answer if latest else starter),
         "prompt_html": render_markdown(part.prompt),
-        "solution_html": solution_html if state and state.solution_visible else "",
-        "key_points": part.key_points if latest and part.type == "text" else (),
+        "solution_html": solution_html if state and state.solution_visible and not hidden else "",
+        "key_points": part.key_points if latest and part.type == "text" and not hidden else (),
+        "mock_hidden": hidden,
     }
 
 
@@ -59,7 +65,8 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
         parts.append(_one_part(user, exercise, spec, part, html))
     evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
-            "parts": parts, "evidence": sorted(evidence.items())}
+            "parts": parts, "evidence": sorted(evidence.items()),
+            "mock": mocks.banner_for(user, exercise)}
 
 
 def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",
@@ -105,6 +112,13 @@ def reveal_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
         actions.reveal_solution(request.user, exercise, part_id)  # type: ignore[arg-type]
     except KeyError:
         raise Http404("no such part") from None
+    except actions.NotAllowed as exc:
+        # Refused by the action, not only by a hidden button: a stale page or a crafted post
+        # must not show a solution mid-interview. The redrawn part (htmx) or a message says why.
+        if not request.htmx:  # type: ignore[attr-defined]
+            messages.error(request, f"Not now: {exc}.")
+            return redirect("exercise", slug=slug)
+        return _render_part(request, exercise, part_id)
     if not request.htmx:  # type: ignore[attr-defined]
         return redirect("exercise", slug=slug)
     return _render_part(request, exercise, part_id)
