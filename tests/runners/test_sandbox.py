@@ -422,6 +422,18 @@ def test_spawn_is_fork_safe_and_threads_get_their_own_lanes(
         return real_popen(*args, **kwargs)  # type: ignore[call-overload,no-any-return]
 
     monkeypatch.setattr(bwrap_module.subprocess, "Popen", spy)
+    # Which cgroup each run got, seen from the host: the payload's own view of /proc/self/cgroup
+    # is "/" or the lane's path depending on whether bwrap unshared its cgroup namespace before
+    # or after joining the lane, so it cannot tell two lanes apart.
+    lane_names: list[str] = []
+    real_lane_cgroup = BwrapBackend._lane_cgroup
+
+    def record(self: BwrapBackend, *args: object, **kwargs: object) -> object:
+        lane = real_lane_cgroup(self, *args, **kwargs)  # type: ignore[arg-type]
+        lane_names.append(lane.name)
+        return lane
+
+    monkeypatch.setattr(BwrapBackend, "_lane_cgroup", record)
     code = ("import os, time; print(open('/proc/self/cgroup').read())\n"
             "print('netns', os.readlink('/proc/self/ns/net')); time.sleep(0.3)")
     results: list[SandboxResult] = []
@@ -448,9 +460,10 @@ def test_spawn_is_fork_safe_and_threads_get_their_own_lanes(
     for kw in kwargs_seen:
         assert not {"preexec_fn", "user", "group", "extra_groups"} & set(kw), kw
     if cg.detect().version != "none":
-        memory_lines = {next(ln for ln in r.stdout.decode().splitlines() if ":memory:" in ln)
-                        for r in results}
-        assert len(memory_lines) == 3, memory_lines
+        assert len(set(lane_names)) == 3, lane_names
+        for r in results:  # and each payload sits in one of them (seen from its namespace)
+            line = next(ln for ln in r.stdout.decode().splitlines() if ":memory:" in ln)
+            assert line.endswith(":/") or line.rsplit("/", 1)[1] in lane_names, line
     # Each lane has a network namespace of its own, and none is the host's.
     netns = {next(ln for ln in r.stdout.decode().splitlines() if ln.startswith("netns"))
              for r in results}
