@@ -10,7 +10,9 @@ import json
 import random
 import re
 import sys
+import threading
 import tomllib
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -307,11 +309,35 @@ MAX_EVIDENCE_BYTES = 2 << 20  # what one download may weigh: a page draws it too
 
 def evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence]:
     """The variant's evidence files by name (empty for an exercise without `evidence()`), checked:
-    a bad name, kind or filename, or data that is not JSON, fails naming the exercise."""
+    a bad name, kind or filename, or data that is not JSON, fails naming the exercise.
+
+    Cached per variant: some exercises simulate a whole engine run to make theirs (up to ~0.3 s),
+    and the exercise page lists them on every view. Evidence is a pure function of the variant
+    (the suite checks it), so the cached objects are shared; callers only read them."""
     fn = getattr(spec.module, "evidence", None)
     if fn is None:
         return {}
-    found = fn(dict(params))
+    # Keyed by the function itself: the cache holds it, so its identity cannot be reused.
+    key = (fn, json.dumps(params, sort_keys=True, default=str))
+    with _evidence_lock:
+        hit = _evidence_cache.get(key)
+        if hit is not None:
+            _evidence_cache.move_to_end(key)
+            return hit
+    found = _checked_evidence(spec, fn(dict(params)))
+    with _evidence_lock:
+        _evidence_cache[key] = found
+        while len(_evidence_cache) > EVIDENCE_CACHE_SIZE:
+            _evidence_cache.popitem(last=False)
+    return found
+
+
+EVIDENCE_CACHE_SIZE = 64  # variants; each entry is at most MAX_EVIDENCE_BYTES of JSON-able data
+_evidence_lock = threading.Lock()
+_evidence_cache: OrderedDict[tuple[Any, str], dict[str, Evidence]] = OrderedDict()
+
+
+def _checked_evidence(spec: ExerciseSpec, found: Any) -> dict[str, Evidence]:
     where = f"exercises/{spec.slug}/exercise.py: evidence()"
     if not isinstance(found, dict):
         raise ExerciseError(f"{where}: must return a dict of name -> Evidence")

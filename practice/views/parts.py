@@ -33,13 +33,13 @@ def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str
 
 
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
-              solution_html: str, error: str = "", draft: str = "") -> dict[str, Any]:
+              solution_html: str, hidden: bool, error: str = "", draft: str = ""
+              ) -> dict[str, Any]:
+    """One part's context. `hidden`: a running mock interview hides worked solutions even for
+    solved parts; callers ask `mocks.solutions_hidden_for` once per page or redraw."""
     state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
     latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
               .order_by("-queued_at", "-id").first())
-    # A running mock interview hides worked solutions even for solved parts (one gate for the
-    # page and every htmx redraw of a part).
-    hidden = mocks.solutions_hidden_for(user, exercise)
     starter = ""
     if part.type == "code":
         starter = (spec.code_dir / "starter.py").read_text(encoding="utf-8")
@@ -57,12 +57,13 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
 def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str, Any]:
     variant = actions.assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
+    hidden = mocks.solutions_hidden_for(user, exercise)
     parts = []
     for i, part in enumerate(spec.parts):
         html = sections.get(part.id, "")
         if i == 0:
             html = preamble + html
-        parts.append(_one_part(user, exercise, spec, part, html))
+        parts.append(_one_part(user, exercise, spec, part, html, hidden))
     evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "parts": parts, "evidence": sorted(evidence.items()),
@@ -81,7 +82,9 @@ def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: 
     html = sections.get(part.id, "")
     if spec.parts[0].id == part.id:
         html = preamble + html
-    ctx = _one_part(request.user, exercise, spec, part, html, error, draft)  # type: ignore[arg-type]
+    hidden = mocks.solutions_hidden_for(request.user, exercise)  # type: ignore[arg-type]
+    ctx = _one_part(request.user, exercise, spec, part, html, hidden,  # type: ignore[arg-type]
+                    error, draft)
     return render(request, "practice/partials/part.html", {"p": ctx})
 
 

@@ -108,6 +108,17 @@ def test_evidence_is_checked_and_names_the_exercise() -> None:
     for result in bad:
         with pytest.raises(registry.ExerciseError, match="exercises/fake/exercise.py"):
             registry.evidence(spec_with(result), {})
+    # Cached per variant: the second call does not run the exercise's evidence() again.
+    calls: list[dict[str, Any]] = []
+
+    def counted(p: dict[str, Any]) -> dict[str, Evidence]:
+        calls.append(p)
+        return {"trace": good}
+
+    counting = SimpleNamespace(slug="fake", module=SimpleNamespace(evidence=counted))
+    assert registry.evidence(counting, {"v": 1}) == registry.evidence(counting, {"v": 1})
+    assert registry.evidence(counting, {"v": 2}) == {"trace": good}
+    assert calls == [{"v": 1}, {"v": 2}]
     with pytest.raises(ValueError):
         registry.evidence_bytes(Evidence("S", "s.json", "series",
                                          {"x": {}, "series": [{"points": [[0, float("nan")]]}]}))
