@@ -224,6 +224,16 @@ def load(folder: Path) -> ExerciseSpec:
         for name in ("starter.py", "reference.py", "driver.py", "checks.py"):
             if not (folder / "code" / name).exists():
                 raise ExerciseError(f"{_where(folder / 'code' / name, 'file')}: missing")
+    if any(p.type == "kernel" for p in parts):
+        for name in ("task.py", "starter.py", "reference.py"):
+            if not (folder / "kernel" / name).exists():
+                raise ExerciseError(f"{_where(folder / 'kernel' / name, 'file')}: missing")
+        for p in parts:
+            # The cases' limit plus start-up and compilation must fit the Celery soft limit
+            # (graders/kernel.py MAX_TIME_LIMIT_S).
+            if p.type == "kernel" and not 0 < p.time_limit_s <= 40:
+                raise ExerciseError(f"{_where(toml_path, p.id)}: a kernel part's time_limit_s "
+                                    "is at most 40")
     module = importlib.import_module(f"exercises.{slug}.exercise")
     exercise_py = folder / "exercise.py"
     if not isinstance(getattr(module, "CANONICAL", None), dict):

@@ -11,7 +11,7 @@ from typing import Any
 
 from exercises import registry
 from exercises.spec import ExerciseSpec, PartSpec
-from graders import choice, code, expression, number, text
+from graders import choice, code, expression, kernel, number, text
 from graders.base import GradeContext, GradeResult, InvalidAnswer
 
 Grader = Callable[[PartSpec, str, GradeContext], GradeResult]
@@ -23,6 +23,7 @@ GRADERS: dict[str, Grader] = {
     "ranking": choice.grade,
     "text": text.grade,
     "code": code.grade,
+    "kernel": kernel.grade,
 }
 
 MAX_ANSWER_CHARS = 100_000

@@ -16,6 +16,9 @@ from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
 from graders.base import InvalidAnswer
 
 GENERATED_VARIANTS = (1, 2, 3)
+# Part types graded by running the student's code in the sandbox, and the folder that holds
+# their reference, starter and mutants.
+SANDBOXED = {"code": "code", "kernel": "kernel"}
 
 
 @dataclass
@@ -46,7 +49,7 @@ def answer_text(part: PartSpec, answer: Any) -> str:
 
 
 def _reference_text(spec: ExerciseSpec, part: PartSpec, answer: Any) -> str:
-    if part.type == "code":
+    if part.type in SANDBOXED:
         return (spec.path / str(answer)).read_text(encoding="utf-8")
     return answer_text(part, answer)
 
@@ -80,14 +83,14 @@ def run(spec: ExerciseSpec, *, code: bool = True) -> Report:
             except templating.TemplateError as exc:
                 rep.check(False, f"{variant}: {exc}")
         for part in spec.parts:
-            if part.type == "code" and (not code or variant != registry.CANONICAL_VARIANT):
+            if part.type in SANDBOXED and (not code or variant != registry.CANONICAL_VARIANT):
                 continue  # the sandbox runs once per code part, on the canonical variant
             _check_reference(rep, spec, part, solution[part.id], params, variant)
             for m in registry.mistakes(spec, params, part.id):
                 _check_mistake(rep, spec, part, m, params, variant, solution[part.id])
     for case in spec.selftest:
         part = spec.part(case.part)
-        if part.type == "code" and not code:
+        if part.type in SANDBOXED and not code:
             continue
         params = registry.params_for(spec, case.variant)
         text = (spec.path / case.file).read_text(encoding="utf-8") if case.file else case.answer
@@ -132,10 +135,11 @@ def _check_mistake(rep: Report, spec: ExerciseSpec, part: PartSpec, m: Mistake,
 def _check_mutants(rep: Report, spec: ExerciseSpec) -> None:
     params = registry.params_for(spec, registry.CANONICAL_VARIANT)
     for part in spec.parts:
-        if part.type != "code":
+        folder = SANDBOXED.get(part.type)
+        if folder is None:
             continue
-        mutants = sorted((spec.code_dir / "mutants").glob("*.py"))
-        rep.check(bool(mutants), f"{part.id}: code/mutants/ holds known-buggy solutions")
+        mutants = sorted((spec.path / folder / "mutants").glob("*.py"))
+        rep.check(bool(mutants), f"{part.id}: {folder}/mutants/ holds known-buggy solutions")
         for path in mutants:
             score, verdict, feedback = _grade(spec, part.id, path.read_text(encoding="utf-8"),
                                               params)

@@ -25,7 +25,15 @@ from practice.models import Assignment, Exercise, MockInterview, PartState, Subm
 log = logging.getLogger(__name__)
 
 # Part types that are graded in a worker; everything else is graded inside the request.
-QUEUED_TYPES = {"expression": "grade", "code": "grade", "kernel": "gpu"}
+QUEUED_TYPES = {"expression": "grade", "code": "grade", "kernel": "grade"}
+
+
+def queue_for(part_type: str) -> str:
+    """Kernel parts go to the `gpu` queue once GPU workers exist (ROOFLINE_KERNEL_QUEUE=gpu);
+    until then any worker grades them as a preview in Triton's interpreter."""
+    if part_type == "kernel":
+        return settings.ROOFLINE_KERNEL_QUEUE
+    return QUEUED_TYPES.get(part_type, "grade")
 
 
 # --- exercises ----------------------------------------------------------------------------
@@ -116,7 +124,7 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
         sub = Submission.objects.create(
             user=user, exercise=exercise, part_id=part_id, part_type=part.type, variant=variant,
             mode=mode, answer=answer)
-        transaction.on_commit(lambda: enqueue(sub.pk, QUEUED_TYPES[part.type]))
+        transaction.on_commit(lambda: enqueue(sub.pk, queue_for(part.type)))
     return sub
 
 
@@ -238,7 +246,7 @@ def requeue_stuck(now: Any = None) -> int:
         & (Q(queued_at__lt=queued_cutoff) | Q(started_at__lt=running_cutoff))
     ).values_list("pk", "part_type"))
     for pk, part_type in stuck:
-        enqueue(pk, QUEUED_TYPES.get(part_type, "grade"))
+        enqueue(pk, queue_for(part_type))
     return len(stuck)
 
 

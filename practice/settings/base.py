@@ -133,6 +133,9 @@ ROOFLINE_QUEUED_GRACE_S = int(os.environ.get("ROOFLINE_QUEUED_GRACE_S", "60"))
 # Running longer than its deadline (time limit + this margin) means its worker died.
 ROOFLINE_RUNNING_GRACE_S = int(os.environ.get("ROOFLINE_RUNNING_GRACE_S", "150"))
 # A submission delivered this many times without a verdict is stopped with an error.
+# Where kernel parts are graded: "grade" (any worker, a preview in Triton's interpreter) or
+# "gpu" (only workers started with -Q gpu and ROOFLINE_KERNEL_DEVICE=gpu).
+ROOFLINE_KERNEL_QUEUE = os.environ.get("ROOFLINE_KERNEL_QUEUE", "grade")
 ROOFLINE_MAX_DELIVERIES = int(os.environ.get("ROOFLINE_MAX_DELIVERIES", "3"))
 
 LOGGING = {

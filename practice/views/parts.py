@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -41,8 +42,8 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
     latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
               .order_by("-queued_at", "-id").first())
     starter = ""
-    if part.type == "code":
-        starter = (spec.code_dir / "starter.py").read_text(encoding="utf-8")
+    if part.type in ("code", "kernel"):
+        starter = (spec.path / part.type / "starter.py").read_text(encoding="utf-8")
     return {
         "index": spec.parts.index(part) + 1,
         "exercise": exercise, "part": part, "state": state, "latest": latest, "error": error,
@@ -51,6 +52,7 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "solution_html": solution_html if state and state.solution_visible and not hidden else "",
         "key_points": part.key_points if latest and part.type == "text" and not hidden else (),
         "mock_hidden": hidden,
+        "kernel_on_gpu": settings.ROOFLINE_KERNEL_QUEUE == "gpu",
     }
 
 

@@ -1,0 +1,290 @@
+"""The trusted parent of a kernel grading run, inside the sandbox.
+
+    worker --stdin: key, config--> run.py (this) --fd: one command--> kchild.py --> submission.py
+           <--stdout: one sealed result line--  <--fd: one reply----
+           <--stderr: the student's prints, ours--
+
+run.py makes every case's inputs from the exercise's kernel/task.py and a seed the worker chose
+(never the student), fills the outputs with NaN, and hands the tensors to the child through a file
+in the sandbox's /tmp. When the child has answered, it loads the tensors back (weights_only: a
+forged file can hold tensors, never code), checks that the inputs are bitwise unchanged and the
+outputs kept their shape and dtype, and only then computes the expected outputs in float64 with
+task.reference() and compares them with task.tolerance(). So an expected value never exists while
+the student's code runs, and the verdict is ours: the child's replies only say when to look.
+
+This process is non-dumpable before the child exists, reads its key before anything of the
+student's runs (the child's stdin is /dev/null), and writes its result as one line sealed with
+that key (the same keyed BLAKE2b as runners/relay.py), so nothing the child writes can pose as
+the result. Standard library + torch; imports nothing of ours outside gpu_sandbox.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PR_SET_DUMPABLE = 4
+SEAL_BYTES = 16
+RESTARTS = 1  # a crash costs its case; the child is restarted once, not more
+# Each phase's own limit; with the part's time limit for the cases they stay inside the
+# sandbox's wall clock (graders/kernel.py) and that inside the Celery task's soft limit.
+IMPORT_LIMIT_S = 20.0  # torch + triton + the student's module-level code
+COMPILE_LIMIT_S = 20.0
+MAX_REPLY_BYTES = 1 << 20
+WORK = "/tmp/kernel-cases"
+
+
+def seal(key: bytes, body: bytes) -> str:
+    return hashlib.blake2b(body, key=key, digest_size=SEAL_BYTES).hexdigest()
+
+
+def case_seed(seed: int, case_id: str) -> int:
+    """Each case's seed, from the worker's seed (secret in submit mode) and the case id."""
+    digest = hashlib.blake2b(f"{seed}:{case_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 62) - 1)
+
+
+class ChildGone(Exception):
+    """The child died or broke the protocol; `how` says which, in words."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class ChildTimeout(Exception):
+    pass
+
+
+class Child:
+    """One kchild.py process and its two pipes."""
+
+    def __init__(self, mode: str) -> None:
+        cmd_r, self.cmd_w = os.pipe()
+        self.reply_r, reply_w = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update({"TRITON_CACHE_DIR": "/tmp/triton-cache", "PYTHONDONTWRITEBYTECODE": "1"})
+        if mode == "preview":
+            env["TRITON_INTERPRET"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", os.path.join(HERE, "kchild.py"), str(cmd_r),
+             str(reply_w), mode],
+            stdin=subprocess.DEVNULL, stdout=2, stderr=2, pass_fds=(cmd_r, reply_w), env=env,
+            cwd=HERE)
+        os.close(cmd_r)
+        os.close(reply_w)
+        self.buffer = b""
+
+    def ask(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        nonce = secrets.token_hex(8)
+        try:
+            os.write(self.cmd_w, (json.dumps({**body, "nonce": nonce}) + "\n").encode())
+        except OSError:
+            raise ChildGone(self._how()) from None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            # Replies with another nonce (written by the student's code) are skipped.
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(reply, dict) and reply.get("nonce") == nonce:
+                    return reply
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChildTimeout()
+            ready, _, _ = select.select([self.reply_r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.reply_r, 65536)
+            if not chunk:
+                raise ChildGone(self._how())
+            self.buffer += chunk
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                raise ChildGone("wrote an oversized reply to the grader's channel")
+
+    def _how(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "closed the grader's channel"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"was ended by {name}"
+        return f"exited with code {code}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self.cmd_w, self.reply_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _load_task(torch: Any) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("task", os.path.join(HERE, "task.py"))
+    assert spec is not None and spec.loader is not None
+    task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(task)
+    return task
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    import torch
+    from compare import compare_case
+
+    mode = config["mode"]
+    device = "cuda" if mode == "gpu" else "cpu"
+    torch.manual_seed(0)
+    task = _load_task(torch)
+    cases = list(task.cases(config["params"], mode))
+    result: dict[str, Any] = {"mode": mode, "device": device, "cases": [], "compile": None,
+                              "import": None, "timing": None}
+    if device == "cuda":
+        result["device"] = torch.cuda.get_device_name(0)
+    os.makedirs(WORK, exist_ok=True)
+    # The part's time limit is for the cases alone: start-up (and a restart after a crash) and
+    # the compile step have limits of their own.
+    time_left = float(config["time_limit_s"])
+    restarts = 0
+
+    def start() -> tuple[Child | None, dict[str, Any]]:
+        child = Child(mode)
+        try:
+            reply = child.ask({"op": "hello"}, IMPORT_LIMIT_S)
+        except ChildTimeout:
+            child.kill()
+            return None, {"kind": "import_timeout"}
+        except ChildGone as gone:
+            child.kill()
+            return None, {"kind": "import_crash", "how": gone.how}
+        if reply.get("kind") != "ready":
+            child.kill()
+            return None, reply
+        return child, reply
+
+    child, hello = start()
+    result["import"] = {k: v for k, v in hello.items() if k != "nonce"}
+    if child is None:
+        return result
+    names = list(task.ARGS)
+    outputs = list(task.OUTPUTS)
+    for index, case in enumerate(cases):
+        entry: dict[str, Any] = {"id": case["id"], "label": case["label"]}
+        if hasattr(task, "describe"):
+            entry["describe"] = str(task.describe(case))[:300]
+        result["cases"].append(entry)
+        if child is None:
+            entry["status"] = "not_run"
+            continue
+        seed = case_seed(int(config["seed"]), str(case["id"]))
+        args = task.make(case, seed, torch, "cpu")
+        for name in outputs:
+            args[name].fill_(float("nan"))
+        in_path = os.path.join(WORK, f"in-{index}.pt")
+        out_path = os.path.join(WORK, f"out-{index}.pt")
+        torch.save({n: args[n] for n in names}, in_path)
+        asked = time.monotonic()
+        try:
+            reply = child.ask({"op": "case", "in": in_path, "out": out_path, "entry": task.ENTRY,
+                               "args": names}, time_left)
+        except ChildTimeout:
+            time_left = 0.0
+            entry["status"] = "timeout"
+            child.kill()
+            child = None
+            continue
+        except ChildGone as gone:
+            time_left -= time.monotonic() - asked
+            entry.update(status="crash", message=gone.how)
+            child.kill()
+            child = None
+            if restarts < RESTARTS:
+                restarts += 1
+                child, _ = start()
+            continue
+        time_left -= time.monotonic() - asked
+        kind = reply.get("kind")
+        if kind == "harness_error":
+            raise RuntimeError(f"kchild failed: {reply.get('report')}")
+        if kind == "error":
+            entry.update(status="error", report=reply.get("report"))
+            continue
+        entry["seconds"] = reply.get("seconds")
+        try:
+            got = torch.load(out_path, weights_only=True)
+        except Exception as exc:  # a file the child's code replaced or broke
+            entry.update(status="error", report={
+                "exception": f"the tensors could not be read back ({type(exc).__name__})",
+                "frames": []})
+            continue
+        entry.update(compare_case(torch, task, case, args, got))
+        if entry["status"] == "ok" and reply.get("host_ops"):
+            ops = ", ".join(str(op) for op in reply["host_ops"][:5])
+            entry.update(status="host_compute", message=(
+                f"your wrapper ran torch operations on tensors ({ops}): the math must happen in "
+                "your @triton.jit kernel; the wrapper may only allocate, reshape and launch"))
+    if child is not None:
+        try:
+            reply = child.ask({"op": "compile"}, COMPILE_LIMIT_S)
+            result["compile"] = reply.get("report")
+        except ChildTimeout:
+            result["compile"] = {"ok": False, "kernels": [], "error": "compiling took longer "
+                                 f"than {COMPILE_LIMIT_S:g} s"}
+            child.kill()
+            child = None
+        except ChildGone as gone:
+            result["compile"] = {"ok": False, "kernels": [], "error": f"the process {gone.how} "
+                                 "while compiling"}
+            child = None
+    if child is not None and mode == "gpu" and all(
+            c.get("status") == "ok" for c in result["cases"]):
+        from timed_case import time_all
+
+        result["timing"] = time_all(torch, task, config, child.ask)
+    if child is not None:
+        child.kill()
+    return result
+
+
+def main() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.stderr.write("run.py: prctl(PR_SET_DUMPABLE, 0) failed\n")
+        return 3
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    config = json.loads(sys.stdin.readline())
+    sys.path.insert(0, HERE)
+    try:
+        result = run(config)
+    except Exception as exc:
+        import traceback
+
+        result = {"internal": "".join(traceback.format_exception(exc))[-3000:]}
+    body = json.dumps(result, allow_nan=False, default=str).encode()
+    sys.stdout.buffer.write(b"RESULT " + seal(key, body).encode() + b" " + body + b"\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
