@@ -6,9 +6,12 @@ submission actually launched, with the argument types it launched with, ahead of
 sm_90 (H100/H200). Triton compiles to PTX and a cubin without a GPU, using the ptxas bundled in
 its wheel (research/anchors-gpu-grading.md §2.3).
 
-Runs inside the sandbox, in the child process, after the cases: it imports the submission a
-second time with the interpreter switched off so its @triton.jit functions are real JITFunctions.
-Standard library + triton only; nothing of ours.
+Runs inside the sandbox. The child records launches while the cases run; then it starts this
+file as a fresh process (`python aot.py SOURCE LAUNCHES.json`) without TRITON_INTERPRET, which
+imports the submission so its @triton.jit functions are real JITFunctions, compiles, and prints
+one JSON report line. A fresh process because the interpreter patches triton.language in place
+(and, for helper calls, never restores it): compiling in the interpreted process fails on
+correct kernels that call tl.max or tl.sum. Standard library + triton only; nothing of ours.
 """
 from __future__ import annotations
 
@@ -36,6 +39,33 @@ class Launch:
     def key(self) -> str:
         return repr((self.kernel, sorted(self.signature.items()), sorted(
             (k, repr(v)) for k, v in self.constexprs.items()), sorted(self.options.items())))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "signature": self.signature, "options": self.options,
+                "constexprs": {k: _encode(v) for k, v in self.constexprs.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Launch:
+        return cls(data["kernel"], data["signature"],
+                   {k: _decode(v) for k, v in data["constexprs"].items()}, data["options"])
+
+
+def _encode(value: Any) -> Any:
+    """A constexpr value as JSON: plain scalars as they are, a tl.dtype by name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    name = getattr(value, "name", None)
+    if type(value).__name__ == "dtype" and isinstance(name, str):
+        return {"tl_dtype": name}
+    raise TypeError(f"a constexpr of type {type(value).__name__} cannot be compiled ahead of time")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "tl_dtype" in value:
+        import triton.language as tl
+
+        return tl.dtype(value["tl_dtype"])
+    return value
 
 
 @dataclass
@@ -75,6 +105,7 @@ class LaunchLog:
                 else:
                     signature[p.name] = mangle_type(value)
             launch = Launch(fn.__name__, signature, constexprs, options)
+            launch.to_json()  # refuse now what could not travel to the compiling process
         except Exception as exc:  # recording must never change what the student's code does
             self.problems.append(f"could not record a launch: {exc!r}"[:300])
             return
@@ -125,7 +156,6 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    triton.knobs.runtime.interpret = False
     spec = importlib.util.spec_from_file_location("submission_compiled", source_path)
     if spec is None or spec.loader is None:
         return {"ok": False, "kernels": [], "error": "the submission could not be loaded again"}
@@ -166,3 +196,23 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
 
 def _first_lines(text: str, lines: int = 12, chars: int = 1500) -> str:
     return "\n".join(text.splitlines()[:lines])[:chars]
+
+
+def main() -> None:
+    """python aot.py SOURCE LAUNCHES_JSON -> one line "AOT <json report>" on stdout."""
+    import json
+    import sys
+
+    with open(sys.argv[2], encoding="utf-8") as f:
+        data = json.load(f)
+    log = LaunchLog()
+    for item in data:
+        launch = Launch.from_json(item)
+        log.launches[launch.key()] = launch
+    report = compile_launches(sys.argv[1], log)
+    sys.stdout.write("AOT " + json.dumps(report, default=str) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -32,6 +32,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUDENT_FILE = "submission.py"
 MAX_FRAMES = 30
+COMPILE_TIMEOUT_S = 18.0  # inside run.py's 20 s for the whole compile step
 
 
 def _report(exc: BaseException) -> dict[str, Any]:
@@ -136,9 +137,30 @@ class Child:
         return {"kind": "done", "seconds": round(seconds, 4), "host_ops": spy.ops[:20]}
 
     def compile(self) -> dict[str, Any]:
-        from aot import compile_launches
+        """Compile the recorded launches in a fresh process without the interpreter (aot.py
+        says why); the student's prints there go to our stderr, the report is the AOT line."""
+        import subprocess
 
-        report = compile_launches(os.path.join(HERE, STUDENT_FILE), self.log)
+        path = "/tmp/kernel-launches.json"
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump([launch.to_json() for launch in self.log.launches.values()], f)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        report: dict[str, Any] = {"ok": False, "kernels": []}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-B", os.path.join(HERE, "aot.py"),
+                 os.path.join(HERE, STUDENT_FILE), path],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=2, env=env,
+                timeout=COMPILE_TIMEOUT_S, cwd=HERE)
+            lines = [ln for ln in done.stdout.decode("utf-8", "replace").splitlines()
+                     if ln.startswith("AOT ")]
+            if lines:
+                report = json.loads(lines[-1][4:])
+            else:
+                report["error"] = f"the compiler process ended without a report (exit code " \
+                                  f"{done.returncode})"
+        except subprocess.TimeoutExpired:
+            report["error"] = f"compiling took longer than {COMPILE_TIMEOUT_S:g} s"
         report["launches"] = self.log.count
         report["record_problems"] = self.log.problems[:5]
         return {"kind": "compiled", "report": report}

@@ -431,6 +431,52 @@
     });
   }
 
+  // --- kernel timing: each bench shape on the roofline of the GPU it ran on ---------------
+
+  function drawRoofline(canvas, data) {
+    const who = { reference: 0, yours: 1 };
+    const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(2));
+    canvas.setAttribute("aria-label", "Roofline: " + data.points.map(
+      (p) => `${p.label}, ${p.who}: ${fmt(p.y)} TFLOP/s at ${fmt(p.x)} FLOP/B`).join("; "));
+    const box = canvas.parentElement;
+    box.style.position = "relative";
+    box.style.height = "260px";
+    const datasets = [{
+      type: "line", label: `roof: ${fmt(data.bandwidth_gbs)} GB/s, ${fmt(data.peak_tflops)} TFLOP/s`,
+      data: data.roof.map(([x, y]) => ({ x, y })), borderColor: "rgba(127, 127, 127, 0.9)",
+      borderWidth: 1.5, pointRadius: 0, fill: false,
+    }];
+    for (const [name, index] of Object.entries(who)) {
+      datasets.push({
+        type: "scatter", label: name,
+        data: data.points.filter((p) => p.who === name).map((p) => ({ x: p.x, y: p.y, p })),
+        backgroundColor: colour(index, 0.8), borderColor: colour(index), pointRadius: 5,
+      });
+    }
+    return new Chart(canvas, {
+      data: { datasets },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        scales: {
+          x: { type: "logarithmic", title: { display: true, text: "arithmetic intensity (FLOP/B)" } },
+          y: { type: "logarithmic", title: { display: true, text: "TFLOP/s" } },
+        },
+        plugins: {
+          legend: { labels: { boxWidth: 12 } },
+          tooltip: {
+            callbacks: {
+              label: (item) => {
+                const p = item.raw.p;
+                return p ? `${p.label} (${p.who}): ${p.ms.toPrecision(3)} ms, ${fmt(p.y)} TFLOP/s`
+                  : `roof ${fmt(item.raw.y)} TFLOP/s`;
+              },
+            },
+          },
+        },
+      },
+    });
+  }
+
   // --- mounting ----------------------------------------------------------------------------
 
   function select(root, selector) {
@@ -467,6 +513,17 @@
     if (typeof Chart === "undefined") return; // no Chart.js: the links and tables remain
     const scope = root || document;
     for (const el of select(scope, "[data-evidence-plot]:not([data-drawn])")) drawEvidence(el);
+    for (const canvas of select(scope, "canvas[data-roofline-chart]")) {
+      if (Chart.getChart(canvas)) continue;
+      const source = document.getElementById(canvas.getAttribute("data-roofline-chart"));
+      if (!source) continue;
+      try {
+        drawRoofline(canvas, JSON.parse(source.textContent));
+        canvas.setAttribute("data-drawn", "ok");
+      } catch (err) {
+        console.warn("roofline chart:", err);
+      }
+    }
     for (const canvas of select(scope, "canvas[data-progress-chart]")) {
       if (Chart.getChart(canvas)) continue;
       const source = document.getElementById(canvas.getAttribute("data-progress-chart"));
@@ -483,7 +540,8 @@
     }
   }
 
-  window.RooflineCharts = { MAX_POINTS, decimate, drawSeries, drawTrace, drawProgress, initAll };
+  window.RooflineCharts = { MAX_POINTS, decimate, drawSeries, drawTrace, drawProgress,
+    drawRoofline, initAll };
 
   if (typeof htmx !== "undefined") htmx.onLoad(initAll);
   if (document.readyState === "loading") {

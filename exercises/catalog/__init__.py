@@ -90,6 +90,8 @@ class Model:
     sliding_window: int | None = None  # tokens a local ("L") layer keeps
     layer_pattern: str | None = None  # "L"/"G" cycle from layer 0; None = all global
     max_context: int | None = None  # config max_position_embeddings
+    # RoPE base (config rope_theta): pair i of a head turns by position * rope_theta^(-2i/head_dim).
+    rope_theta: float | None = None
     # --- small tensors that only matter for exact parameter counts ------------------------------
     # None (absent from the file) means the model has no such tensor; a model that has one says
     # `true` with a source. None rather than False so an unstated flag is not a sourceless figure.
@@ -446,7 +448,15 @@ class GPU:
     # Total memory nvidia-smi reports, in MiB (H100 SXM 81,559; H200 143,771): more than the
     # marketed GB. None where the catalog has no verified reading.
     hbm_reported_mib: float | None = None
+    # Non-tensor FP32 rate (CUDA-core FMAs, 2 FLOPs each), TFLOP/s: what work done outside the
+    # tensor cores runs at (H100 SXM 66.9). None where the catalog has no sourced figure.
+    fp32_tflops: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def fp32_flops(self) -> float | None:
+        """Non-tensor (CUDA-core) FP32 rate in FLOP/s, or None."""
+        return None if self.fp32_tflops is None else self.fp32_tflops * 1e12
 
     @property
     def bf16_flops(self) -> float:
@@ -608,6 +618,7 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "sliding_window": (int, _OPTIONAL),
             "layer_pattern": (str, _OPTIONAL),
             "max_context": (int, _OPTIONAL),
+            "rope_theta": (float, _OPTIONAL),
             "o_bias": (bool, _OPTIONAL),
             "attention_sinks": (bool, _OPTIONAL),
             "qk_norm": (bool, _OPTIONAL),
@@ -629,6 +640,7 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "l2_mb": (float, _REQUIRED),
             "nvlink_gbps": (float, _REQUIRED),
             "hbm_reported_mib": (float, _OPTIONAL),
+            "fp32_tflops": (float, _OPTIONAL),
         },
     ),
     "links.toml": (

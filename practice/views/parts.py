@@ -69,6 +69,8 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
     evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "parts": parts, "evidence": sorted(evidence.items()),
+            # Kernel results timed on a GPU are drawn on a roofline (static/charts.js).
+            "charts": bool(evidence) or any(p.type == "kernel" for p in spec.parts),
             "mock": mocks.banner_for(user, exercise)}
 
 

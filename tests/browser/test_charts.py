@@ -147,3 +147,44 @@ def test_history_draws_progress_by_topic(page: Any, live_server: Any,
     for i, topic in enumerate(data["labels"]):
         assert sum(d[i] for d in data["sets"].values()) == totals[topic]
     assert page.locator("#progress-chart").is_visible()
+
+
+def _timed_kernel_result() -> dict[str, Any]:
+    """What a GPU worker stores for a kernel part (gpu_sandbox/timed_case.py's shape)."""
+    case = {"id": "b32k", "describe": "32K context", "status": "scored", "reasons": [],
+            "ref_ms": 0.051, "sub_ms": 0.064, "ratio": 0.051 / 0.064, "floor_ms": 0.040,
+            "roofline_fraction": 0.040 / 0.064, "bytes": 134_217_728, "flops": 33_554_432,
+            "bandwidth_gbs": 3350.0, "peak_tflops": 989.0}
+    return {"score": 1.0, "verdict": "correct", "feedback": "All checks passed.", "checks": [],
+            "extra": {"device": "NVIDIA H100 80GB HBM3",
+                      "timing": {"status": "scored", "geomean_ratio": case["ratio"],
+                                 "cases": [case]}}}
+
+
+def test_kernel_timing_is_drawn_on_a_roofline(page: Any, live_server: Any,
+                                              plotter: dict[str, Any]) -> None:
+    from django.utils import timezone
+
+    from practice.models import Submission
+
+    user = plotter["user"]
+    slug = next(s for s, spec in sorted(registry.load_all().items())
+                if any(p.type == "kernel" for p in spec.parts))
+    spec = registry.get(slug)
+    ex = Exercise.objects.get(slug=slug)
+    part = next(p for p in spec.parts if p.type == "kernel")
+    Submission.objects.create(
+        user=user, exercise=ex, part_id=part.id, part_type="kernel",
+        variant=actions.assignment_for(user, ex).variant, answer="# kernel", status="graded",
+        score=1.0, verdict="correct", result=_timed_kernel_result(), started_at=timezone.now(),
+        finished_at=timezone.now())
+    page.goto(f"{live_server.url}/ex/{slug}/")
+    canvas = page.locator("canvas[data-roofline-chart][data-drawn=ok]")
+    canvas.wait_for(timeout=10_000)
+    chart = canvas.evaluate("""(c) => { const ch = Chart.getChart(c); return {
+        x: ch.options.scales.x.type, sets: ch.data.datasets.map((d) => [d.label, d.data.length])};}""")
+    assert chart["x"] == "logarithmic"
+    assert [name for name, _ in chart["sets"][1:]] == ["reference", "yours"]
+    assert all(n == 1 for _, n in chart["sets"][1:])
+    assert "3350 GB/s" in chart["sets"][0][0]
+    assert page.locator(".roofline-plot table").inner_text().count("32K context") == 1

@@ -160,3 +160,18 @@ def test_tensor_arithmetic_in_the_wrapper_is_seen_at_run_time() -> None:
     assert r.score < 1.0
     message = checks(r)["tail"].message
     assert "outside the kernel" in message and "mul" in message and "add" in message
+
+
+def test_reductions_and_dtype_constexprs_compile_after_the_interpreted_run() -> None:
+    # The interpreter patches triton.language in place; compiling in a fresh process keeps a
+    # correct kernel that reduces (tl.max) and takes a dtype constexpr from failing the check.
+    source = mutate("def axpy_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):",
+                    "def axpy_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr,\n"
+                    "                OUT: tl.constexpr):")
+    source = source.replace("2.0 * x + y, mask=mask)",
+                            "(2.0 * x + y + tl.max(x * 0.0, axis=0)).to(OUT), mask=mask)")
+    source = source.replace("BLOCK=128)", "BLOCK=128, OUT=tl.float32)")
+    r = grade(source)
+    assert r.score == 1.0, r.feedback
+    kernels = r.extra["compile"]["kernels"]
+    assert kernels and all("error" not in k for k in kernels)
