@@ -39,7 +39,7 @@ def test_grade_prints_the_contract_for_every_part_type(slug: str) -> None:
     solution = registry.solve(spec, registry.params_for(spec, "canonical"))
     for part in spec.parts:
         ref = solution[part.id]
-        args = ["--file", str(spec.path / ref)] if part.type == "code" else \
+        args = ["--file", str(spec.path / ref)] if part.type in ("code", "kernel") else \
             ["--answer", answer_text(part, ref)]
         out = manage("grade", slug, part.id, *args, "--json")
         doc = json.loads(out.stdout)

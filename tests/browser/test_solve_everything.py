@@ -18,7 +18,7 @@ VERDICT_FOR = {"text": "pending"}
 
 def _answer_part(page: Any, spec: Any, part: Any, reference: Any) -> None:
     box = page.locator(f"#part-{part.id}")
-    if part.type == "code":
+    if part.type in ("code", "kernel"):
         source = (spec.path / reference).read_text()
         page.evaluate("([id, code]) => CM.setCode(document.getElementById(id), code)",
                       [f"answer-{part.id}", source])
