@@ -6,6 +6,9 @@ import os
 from celery import Celery
 from celery.signals import worker_process_init
 
+# The embedded broker's transport, which survives losing its folders (see the module).
+from practice import broker  # noqa: F401
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "practice.settings.dev")
 
 app = Celery("practice", include=["practice.tasks"])
