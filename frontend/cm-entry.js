@@ -19,6 +19,13 @@ import { python } from "@codemirror/lang-python";
 const SELECTOR = "textarea[data-code-editor]";
 const DRAFT_DELAY_MS = 300;
 
+// CodeMirror writes its theme into a <style> element, which the page's Content-Security-Policy
+// (practice/security.py) allows only with this response's nonce. The nonce rides on this
+// script's own tag (templates/base.html); `.nonce` is readable only while the bundle first runs.
+const CSP_NONCE =
+  (typeof document !== "undefined" && document.currentScript && document.currentScript.nonce) ||
+  "";
+
 // textarea -> { view, flush }. A WeakMap, not a DOM attribute, so a DOM snapshot
 // (htmx history restore) of a mounted textarea is mounted again.
 const mounted = new WeakMap();
@@ -114,6 +121,7 @@ function mountOne(textarea) {
       scheduleDraft();
     }),
   ];
+  if (CSP_NONCE) extensions.push(EditorView.cspNonce.of(CSP_NONCE));
   if (readOnly) {
     extensions.push(
       EditorState.readOnly.of(true),

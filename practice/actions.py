@@ -19,8 +19,24 @@ import graders
 from exercises import registry
 from exercises.spec import ExerciseSpec
 from graders.base import GradeResult, InvalidAnswer
+from practice import access, ratelimit
 from practice import mock as mocks
-from practice.models import Assignment, Exercise, MockInterview, PartState, Submission, User
+from practice.models import (
+    Assignment,
+    Cohort,
+    Comment,
+    Exercise,
+    Membership,
+    MockInterview,
+    PartState,
+    RegradeEntry,
+    RegradeJob,
+    Review,
+    RubricItem,
+    Submission,
+    User,
+)
+from practice.models.cohort import new_join_code, normalize_join_code
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +127,7 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
     if part.type not in QUEUED_TYPES:
         result = graders.grade_answer(spec, part_id, answer, params, mode=mode)
         with transaction.atomic():
+            _hold_slot(user, queued=False)
             sub = Submission.objects.create(
                 user=user, exercise=exercise, part_id=part_id, part_type=part.type,
                 variant=variant, mode=mode, answer=answer, status=Submission.Status.GRADED,
@@ -121,6 +138,7 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
 
     _precheck(part.type, answer, part.symbols)
     with transaction.atomic():
+        _hold_slot(user, queued=True)
         sub = Submission.objects.create(
             user=user, exercise=exercise, part_id=part_id, part_type=part.type, variant=variant,
             mode=mode, answer=answer)
@@ -128,10 +146,25 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
     return sub
 
 
+def _hold_slot(user: User, *, queued: bool) -> None:
+    """Per-student caps on answers in flight and per minute (practice/ratelimit.py), checked in
+    the transaction that creates the row: refused means nothing saved and no attempt used."""
+    ratelimit.lock_student(user)
+    refusal = ratelimit.submission_refusal(user, queued=queued)
+    if refusal:
+        raise NotAllowed(refusal)
+
+
 def _precheck(part_type: str, answer: str, symbols: tuple[str, ...]) -> None:
     """Cheap checks in the request, so an unreadable answer never reaches a queue."""
     if not answer.strip():
         raise InvalidAnswer("the answer is empty")
+    # The same limits grade_answer applies to inline parts, before the row is saved: a NUL
+    # cannot be stored in a PostgreSQL text column, and a megabyte of code should not be queued.
+    if len(answer) > graders.MAX_ANSWER_CHARS:
+        raise InvalidAnswer(f"the answer is longer than {graders.MAX_ANSWER_CHARS:,} characters")
+    if "\x00" in answer:
+        raise InvalidAnswer("the answer contains a NUL character")
     if part_type == "expression":
         from graders import expression
 
@@ -330,3 +363,265 @@ def create_demo_users() -> list[str]:
             user.save()
             made.append(name)
     return made
+
+
+# --- instructors: cohorts, reviews, re-grades ------------------------------------------------
+# Permission checks live in practice/access.py; each action asks there first.
+
+MAX_COMMENT_CHARS = 4000
+MAX_REASON_CHARS = 1000
+MAX_COHORT_NAME = 100
+
+
+def _refuse_nul(*texts: str) -> None:
+    # PostgreSQL cannot store a NUL in a text column; refuse it here rather than fail the save.
+    if any("\x00" in t for t in texts):
+        raise NotAllowed("the text contains a NUL character")
+
+
+def create_cohort(owner: User, name: str) -> Cohort:
+    if not access.is_instructor(owner):
+        raise NotAllowed("only instructors create cohorts")
+    _refuse_nul(name)
+    name = " ".join(name.split())
+    if not name or len(name) > MAX_COHORT_NAME:
+        raise NotAllowed(f"a cohort needs a name of 1 to {MAX_COHORT_NAME} characters")
+    for _ in range(5):  # a clash of 31^8 codes is unlikely; retry rather than fail
+        code = new_join_code()
+        if not Cohort.objects.filter(join_code=code).exists():
+            return Cohort.objects.create(owner=owner, name=name, join_code=code)
+    raise NotAllowed("could not make a unique join code; try again")
+
+
+def join_cohort(user: User, code: str) -> Cohort:
+    """Join by code (case and spaces do not matter). Joining twice is harmless."""
+    normalized = normalize_join_code(code)
+    cohort = Cohort.objects.filter(join_code=normalized).first() if normalized else None
+    if cohort is None:
+        raise NotAllowed("no cohort has that join code")
+    if cohort.owner_id == user.pk:
+        raise NotAllowed("you own this cohort")
+    Membership.objects.get_or_create(cohort=cohort, user=user)
+    return cohort
+
+
+def leave_cohort(user: User, cohort: Cohort) -> None:
+    Membership.objects.filter(cohort=cohort, user=user).delete()
+
+
+def add_comment(viewer: User, sub: Submission, body: str, line: int | None = None) -> Comment:
+    """An instructor's comment, on one line of the answer (1-based) or on the whole of it."""
+    if not access.can_review(viewer, sub.user):
+        raise NotAllowed("you do not review this student")
+    _refuse_nul(body)
+    body = body.strip()
+    if not body or len(body) > MAX_COMMENT_CHARS:
+        raise NotAllowed(f"a comment is 1 to {MAX_COMMENT_CHARS} characters")
+    if line is not None and not 1 <= line <= max(1, sub.answer.count("\n") + 1):
+        raise NotAllowed("that line is not in the answer")
+    return Comment.objects.create(submission=sub, author=viewer, line=line, body=body)
+
+
+def _part_points(sub: Submission) -> float:
+    spec = registry.get(sub.exercise.slug)
+    return float(spec.part(sub.part_id).points)
+
+
+def _review_score(review: Review) -> float | None:
+    """Override first; else the applied rubric items' points over the part's points, in [0, 1];
+    None when the review sets neither (the grader's score stands)."""
+    if review.override_score is not None:
+        return review.override_score
+    items = list(review.items.all())
+    if not items:
+        return None
+    total = sum(item.points for item in items)
+    return min(1.0, max(0.0, total / _part_points(review.submission)))
+
+
+def effective_score(sub: Submission) -> float | None:
+    """The score that counts: a review's when it sets one, else the grader's."""
+    review = getattr(sub, "review", None)
+    if review is not None and review.score is not None:
+        return review.score
+    return sub.score
+
+
+def _refresh_part_state(user: User, exercise: Exercise, part_id: str) -> None:
+    """Best score and solved/not from every counted submission, after a review changed one."""
+    subs = (Submission.objects.filter(user=user, exercise=exercise, part_id=part_id,
+                                      mode=Submission.Mode.SUBMIT,
+                                      status=Submission.Status.GRADED)
+            .select_related("review").order_by("queued_at", "pk"))
+    best, solved_at = 0.0, None
+    for sub in subs:
+        score = effective_score(sub) or 0.0
+        best = max(best, score)
+        if score >= 1.0 and solved_at is None:
+            solved_at = sub.finished_at or sub.queued_at
+    state, _ = PartState.objects.get_or_create(user=user, exercise=exercise, part_id=part_id)
+    state.best_score = best
+    state.solved_at = solved_at
+    state.save(update_fields=["best_score", "solved_at"])
+
+
+def _save_review(review: Review) -> None:
+    review.score = _review_score(review)
+    review.save()
+    sub = review.submission
+    _refresh_part_state(sub.user, sub.exercise, sub.part_id)
+
+
+def _review_for(viewer: User, sub: Submission) -> Review:
+    if not access.can_review(viewer, sub.user):
+        raise NotAllowed("you do not review this student")
+    review, _ = Review.objects.get_or_create(
+        submission=sub, defaults={"cohort": access.review_cohort(viewer, sub.user)})
+    review.reviewer = viewer
+    return review
+
+
+def apply_rubric(viewer: User, sub: Submission, item_ids: list[int]) -> Review:
+    """Grade a text part with the cohort's rubric: exactly these items apply."""
+    with transaction.atomic():
+        review = _review_for(viewer, sub)
+        if review.cohort is None:
+            raise NotAllowed("rubrics belong to a cohort; this student is in none of yours")
+        items = list(RubricItem.objects.filter(
+            pk__in=item_ids, cohort=review.cohort, exercise=sub.exercise, part_id=sub.part_id))
+        if len(items) != len(set(item_ids)):
+            raise NotAllowed("a rubric item is not part of this part's rubric")
+        review.items.set(items)
+        _save_review(review)
+    return review
+
+
+def override_score(viewer: User, sub: Submission, score: float | None, reason: str) -> Review:
+    """Set (score in [0, 1], with a reason the student reads) or clear (None) an override."""
+    _refuse_nul(reason)
+    reason = reason.strip()
+    if score is not None:
+        if not 0.0 <= score <= 1.0:
+            raise NotAllowed("an override is a score from 0 to 1")
+        if not reason or len(reason) > MAX_REASON_CHARS:
+            raise NotAllowed(f"an override needs a reason of 1 to {MAX_REASON_CHARS} characters")
+    with transaction.atomic():
+        review = _review_for(viewer, sub)
+        review.override_score = score
+        review.override_reason = reason if score is not None else ""
+        _save_review(review)
+    return review
+
+
+def save_rubric_item(viewer: User, cohort: Cohort, exercise: Exercise, part_id: str, *,
+                     label: str, points: float, explanation: str = "",
+                     item: RubricItem | None = None) -> RubricItem:
+    """Add or edit a rubric item. Editing its points recomputes every review that applies it."""
+    access.cohort_for(viewer, cohort.pk)
+    spec = registry.get(exercise.slug)
+    try:
+        part = spec.part(part_id)
+    except KeyError as exc:
+        raise NotAllowed(str(exc)) from exc
+    _refuse_nul(label, explanation)
+    label = " ".join(label.split())
+    if not label or len(label) > 200:
+        raise NotAllowed("a rubric item needs a label of 1 to 200 characters")
+    if not -part.points <= points <= part.points:
+        raise NotAllowed(f"points go from {-part.points:g} to {part.points:g} for this part")
+    with transaction.atomic():
+        if item is None:
+            order = RubricItem.objects.filter(cohort=cohort, exercise=exercise,
+                                              part_id=part_id).count()
+            item = RubricItem.objects.create(cohort=cohort, exercise=exercise, part_id=part_id,
+                                             label=label, points=points,
+                                             explanation=explanation.strip(), order=order)
+            return item
+        if (item.cohort_id, item.exercise_id, item.part_id) != (cohort.pk, exercise.pk, part_id):
+            raise NotAllowed("that rubric item belongs elsewhere")
+        item.label, item.points, item.explanation = label, points, explanation.strip()
+        item.save()
+        for review in Review.objects.filter(items=item).select_related(
+                "submission__user", "submission__exercise"):
+            _save_review(review)
+    return item
+
+
+def delete_rubric_item(viewer: User, item: RubricItem) -> None:
+    access.cohort_for(viewer, item.cohort_id)
+    with transaction.atomic():
+        reviews = list(Review.objects.filter(items=item).select_related(
+            "submission__user", "submission__exercise"))
+        item.delete()
+        for review in reviews:
+            _save_review(review)
+
+
+def start_regrade(viewer: User, exercise: Exercise) -> RegradeJob:
+    """Re-grade, in the background, every graded submission of the exercise the viewer may
+    review (staff: all of them). The old scores stay in the job's entries."""
+    if not access.is_instructor(viewer):
+        raise NotAllowed("only instructors re-grade")
+    subs = Submission.objects.filter(exercise=exercise, status=Submission.Status.GRADED,
+                                     user__in=access.visible_students(viewer))
+    with transaction.atomic():
+        job = RegradeJob.objects.create(exercise=exercise, created_by=viewer)
+        entries = [RegradeEntry(job=job, submission=sub, old_score=sub.score,
+                                old_verdict=sub.verdict, old_result=sub.result)
+                   for sub in subs.only("pk", "score", "verdict", "result")]
+        RegradeEntry.objects.bulk_create(entries)
+        job.total = len(entries)
+        job.save(update_fields=["total"])
+        transaction.on_commit(lambda: _enqueue_regrade(job.pk))
+    return job
+
+
+def _enqueue_regrade(job_id: int) -> None:
+    from practice import tasks
+
+    try:
+        tasks.run_regrade.apply_async((job_id,), queue="grade")
+    except Exception:  # the broker is down: the job stays queued and can be started again
+        log.warning("could not enqueue re-grade %s", job_id, exc_info=True)
+
+
+def regrade_one(entry_id: int) -> RegradeEntry:
+    """Grade one entry's submission again with today's grader; save the new score on the
+    submission (the old one stays in the entry) and count it in the job."""
+    entry = RegradeEntry.objects.select_related("submission__exercise", "job").get(pk=entry_id)
+    if entry.finished_at is not None:
+        return entry  # a redelivered task: done already
+    sub = entry.submission
+    result = grade_claimed(sub)
+    with transaction.atomic():
+        entry = RegradeEntry.objects.select_for_update().get(pk=entry_id)
+        if entry.finished_at is not None:
+            return entry
+        entry.new_score, entry.new_verdict = result.score, result.verdict
+        entry.finished_at = timezone.now()
+        entry.save(update_fields=["new_score", "new_verdict", "finished_at"])
+        changed = result.score != sub.score or result.verdict != sub.verdict
+        Submission.objects.filter(pk=sub.pk).update(
+            score=result.score, verdict=result.verdict, result=result.as_json())
+        RegradeJob.objects.filter(pk=entry.job_id).update(
+            done=F("done") + 1, changed=F("changed") + int(changed))
+        if sub.mode == Submission.Mode.SUBMIT:
+            _refresh_part_state(sub.user, sub.exercise, sub.part_id)
+    return entry
+
+
+def fail_regrade_entry(entry_id: int, message: str) -> None:
+    with transaction.atomic():
+        updated = RegradeEntry.objects.filter(pk=entry_id, finished_at__isnull=True).update(
+            error=message[:2000], finished_at=timezone.now())
+        if updated:
+            entry = RegradeEntry.objects.get(pk=entry_id)
+            RegradeJob.objects.filter(pk=entry.job_id).update(done=F("done") + 1,
+                                                              failed=F("failed") + 1)
+
+
+def set_regrade_status(job_id: int, status: str) -> None:
+    fields: dict[str, Any] = {"status": status}
+    if status in (RegradeJob.Status.DONE, RegradeJob.Status.FAILED):
+        fields["finished_at"] = timezone.now()
+    RegradeJob.objects.filter(pk=job_id).update(**fields)

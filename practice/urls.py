@@ -4,12 +4,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from practice.views import mock, pages, parts
+from practice.views import auth, cohorts, mock, pages, parts, review, stats
 
 urlpatterns = [
     path("", pages.catalog, name="catalog"),
     path("signup/", pages.signup, name="signup"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    # Failed log-ins are throttled per username and address (practice/ratelimit.py).
+    path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("history/", pages.history, name="history"),
     path("ex/<slug:slug>/", pages.exercise_page, name="exercise"),
@@ -22,5 +23,24 @@ urlpatterns = [
     path("mock/start/", mock.mock_start, name="mock_start"),
     path("mock/<int:pk>/", mock.mock_detail, name="mock_detail"),
     path("mock/<int:pk>/finish/", mock.mock_finish, name="mock_finish"),
+    # Students join a cohort; instructors review it (practice/access.py decides who sees what).
+    path("join/", cohorts.join, name="join"),
+    path("join/<str:code>/", cohorts.join, name="join_code"),
+    path("teach/", cohorts.dashboard, name="teach"),
+    path("teach/cohorts/new/", cohorts.create, name="cohort_create"),
+    path("teach/cohorts/<int:pk>/", cohorts.detail, name="cohort"),
+    path("teach/cohorts/<int:pk>/export.csv", cohorts.export_csv, name="cohort_export"),
+    path("teach/cohorts/<int:pk>/stats/", stats.cohort_stats, name="cohort_stats"),
+    path("teach/cohorts/<int:pk>/stats/<slug:slug>/", stats.exercise_stats,
+         name="exercise_stats"),
+    path("teach/cohorts/<int:pk>/rubric/<slug:slug>/<str:part_id>/", review.rubric,
+         name="rubric"),
+    path("teach/review/", review.queue, name="review_queue"),
+    path("teach/submissions/<int:pk>/", review.attempt, name="attempt"),
+    path("teach/submissions/<int:pk>/comment/", review.comment, name="attempt_comment"),
+    path("teach/submissions/<int:pk>/rubric/", review.apply_rubric, name="attempt_rubric"),
+    path("teach/submissions/<int:pk>/override/", review.override, name="attempt_override"),
+    path("teach/regrade/<slug:slug>/", stats.regrade_start, name="regrade_start"),
+    path("teach/regrade/jobs/<int:pk>/", stats.regrade_progress, name="regrade_progress"),
     path("admin/", admin.site.urls),
 ]

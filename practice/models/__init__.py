@@ -1,11 +1,13 @@
 """Roofline's tables: users, exercises (synced from folders), per-part progress, submissions,
-mock interviews."""
+mock interviews, and the instructors' cohorts, reviews and re-grades."""
 from __future__ import annotations
 
+from .cohort import Cohort, Comment, Membership, RegradeEntry, RegradeJob, Review, RubricItem
 from .exercise import Assignment, Exercise
 from .mock import MockInterview
 from .progress import PartState
 from .submission import Submission
 from .user import User
 
-__all__ = ["Assignment", "Exercise", "MockInterview", "PartState", "Submission", "User"]
+__all__ = ["Assignment", "Cohort", "Comment", "Exercise", "Membership", "MockInterview",
+           "PartState", "RegradeEntry", "RegradeJob", "Review", "RubricItem", "Submission", "User"]

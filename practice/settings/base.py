@@ -31,6 +31,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before WhiteNoise, which answers static files itself: they get the same headers as pages.
+    "practice.security.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -70,13 +72,27 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web and worker write to the same file: wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # IMMEDIATE: a transaction takes the write lock when it begins. SQLite's default (deferred)
+    # upgrades a read lock to a write lock at the first write, and when another process is
+    # writing then, SQLite fails at once with "database is locked" (waiting could deadlock),
+    # ignoring the timeout: a submission (count in-flight rows, then insert) or a worker's
+    # record_result (read the row, then save) failed whenever the other was writing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20,
+                                                          transaction_mode="IMMEDIATE")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
      "OPTIONS": {"min_length": 8}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# Argon2 (memory-hard) for new passwords; the others only verify hashes made before, and Django
+# rehashes those with Argon2 at the next successful log-in.
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -122,8 +138,12 @@ CELERY_TASK_TIME_LIMIT = 120
 CELERY_WORKER_MAX_TASKS_PER_CHILD = 200
 CELERY_TASK_DEFAULT_QUEUE = "grade"
 CELERY_TASK_ROUTES = {"practice.tasks.grade_submission_gpu": {"queue": "gpu"}}
+# How often beat runs the sweeper (requeue_stuck). An env knob so the reliability tests can
+# watch a recovery in seconds instead of waiting for the production period.
+ROOFLINE_SWEEP_PERIOD_S = float(os.environ.get("ROOFLINE_SWEEP_PERIOD_S", "30"))
 CELERY_BEAT_SCHEDULE = {
-    "sweep-stuck-submissions": {"task": "practice.tasks.sweep", "schedule": 30.0},
+    "sweep-stuck-submissions": {"task": "practice.tasks.sweep",
+                                "schedule": ROOFLINE_SWEEP_PERIOD_S},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
@@ -137,6 +157,59 @@ ROOFLINE_RUNNING_GRACE_S = int(os.environ.get("ROOFLINE_RUNNING_GRACE_S", "150")
 # "gpu" (only workers started with -Q gpu and ROOFLINE_KERNEL_DEVICE=gpu).
 ROOFLINE_KERNEL_QUEUE = os.environ.get("ROOFLINE_KERNEL_QUEUE", "grade")
 ROOFLINE_MAX_DELIVERIES = int(os.environ.get("ROOFLINE_MAX_DELIVERIES", "3"))
+
+# --- Security (practice/security.py adds the CSP and Permissions-Policy headers) ---
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Pages hand the token to htmx in <body hx-headers>; no script reads the cookie.
+CSRF_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Every script, style sheet, font and library is served from static/ (vendored), and templates
+# have no inline <script> or style="" (json_script blocks are data, not run). `data:` images:
+# Pico's CSS draws its checkbox and select icons as data: SVGs, and the favicon is `data:,`.
+# practice/security.py adds a per-response nonce to style-src, for CodeMirror's <style> only.
+ROOFLINE_CSP: dict[str, list[str]] = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
+# Powerful browser features the site never uses, switched off for it and anything it embeds.
+ROOFLINE_PERMISSIONS_POLICY = ("accelerometer=(), camera=(), geolocation=(), gyroscope=(), "
+                               "magnetometer=(), microphone=(), payment=(), usb=()")
+# HTTPS settings that prod.py switches on (here because only this file reads the environment).
+ROOFLINE_HSTS_SECONDS = int(os.environ.get("ROOFLINE_HSTS_SECONDS", str(365 * 24 * 3600)))
+ROOFLINE_SSL_REDIRECT = os.environ.get("ROOFLINE_SSL_REDIRECT", "1") != "0"
+
+# --- Rate limits (practice/ratelimit.py) ---
+# Counters live where every web process sees them: submissions are counted in the database;
+# failed log-ins in this cache (Redis when there is one, else files under VAR_DIR, which every
+# process on this machine shares; never per-process memory).
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "roofline",
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache")}}
+# A student may have this many submissions queued or running at once (each holds a worker).
+ROOFLINE_MAX_IN_FLIGHT = int(os.environ.get("ROOFLINE_MAX_IN_FLIGHT", "5"))
+# ... and send at most this many answers per window (every part type; invalid ones are free).
+ROOFLINE_SUBMIT_RATE = int(os.environ.get("ROOFLINE_SUBMIT_RATE", "30"))
+ROOFLINE_SUBMIT_WINDOW_S = int(os.environ.get("ROOFLINE_SUBMIT_WINDOW_S", "60"))
+# This many failed log-ins for one username from one address lock that pair for the window.
+ROOFLINE_LOGIN_FAILURES = int(os.environ.get("ROOFLINE_LOGIN_FAILURES", "5"))
+ROOFLINE_LOGIN_WINDOW_S = int(os.environ.get("ROOFLINE_LOGIN_WINDOW_S", "900"))
 
 LOGGING = {
     "version": 1,

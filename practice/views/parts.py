@@ -107,6 +107,9 @@ def submit_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
     except actions.NotAllowed as exc:
         error = str(exc)
     if not request.htmx:  # type: ignore[attr-defined]
+        # Without JavaScript the refusal (a bad answer, the rate limit) travels as a message.
+        if error:
+            messages.error(request, f"Not submitted: {error}")
         return redirect("exercise", slug=slug)
     return _render_part(request, exercise, part_id, error=error, draft=answer if error else "")
 

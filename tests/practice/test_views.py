@@ -71,6 +71,16 @@ def test_an_invalid_answer_says_why_and_uses_no_attempt(client: Client, alice: U
     assert not Submission.objects.exists()
 
 
+def test_without_javascript_a_refused_answer_says_why_after_the_redirect(client: Client,
+                                                                          alice: User) -> None:
+    spec = registry.get("kv_transfer_disagg")
+    part = next(p for p in spec.parts if p.type == "number")
+    r = client.post(f"/ex/{spec.slug}/{part.id}/submit/", {"answer": "lots"}, follow=True)
+    assert r.redirect_chain[-1][0] == f"/ex/{spec.slug}/"
+    assert "Not submitted:" in r.content.decode()
+    assert not Submission.objects.exists()
+
+
 def test_formula_preview_echoes_math_and_never_evaluates(client: Client, alice: User) -> None:
     spec = registry.get("utilisation_rule")
     part = next(p for p in spec.parts if p.type == "expression")
