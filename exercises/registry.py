@@ -373,8 +373,13 @@ def _evidence_shape_ok(ev: Evidence) -> bool:
     if ev.kind == "trace":
         return isinstance(data.get("traceEvents"), list)
     series = data.get("series")
-    return (isinstance(data.get("x"), dict) and isinstance(series, list) and bool(series)
-            and all(isinstance(s, dict) and isinstance(s.get("points"), list) for s in series))
+    if not (isinstance(data.get("x"), dict) and isinstance(series, list) and bool(series)
+            and all(isinstance(s, dict) and isinstance(s.get("points"), list) for s in series)):
+        return False
+    # Optional: the y units whose values the page also draws as a distribution (latencies).
+    histogram = data.get("histogram", [])
+    units = {s.get("unit", "") for s in series}
+    return isinstance(histogram, list) and all(u in units for u in histogram)
 
 
 def evidence_bytes(ev: Evidence) -> bytes:

@@ -10,8 +10,13 @@
  * with xType/yType "logarithmic"):
  *   drawSeries(container, spec, opts) -> Chart[]   spec = {x: {label, unit}, series: [{label,
  *                                                  unit, points: [[x, y], …]}]}
+ *   drawDistribution(container, spec, unit, opts) -> Chart   a histogram of the y values of the
+ *                                                  spec's series in `unit`, with p50/p90/p99;
+ *                                                  evidence asks for it with spec.histogram = [unit]
  *   drawTrace(container, trace, opts) -> Chart[]   Chrome trace-event JSON {traceEvents: […]}
  *   drawProgress(canvas, rows)        -> Chart     rows = [{topic, parts, solved, tried}]
+ *   drawHistogram(canvas, data)       -> Chart     data = {labels, counts, tried, title}
+ *                                      (<canvas data-histogram-chart="ID">, instructors' statistics)
  *
  * Text and grid colours are left to Chart.defaults, which static/theme.js sets from the theme
  * (and re-applies on a theme switch); only dataset colours are chosen here.
@@ -177,6 +182,56 @@
       }));
     }
     return charts;
+  }
+
+  // --- distribution: how a latency series is spread (spec.histogram lists the y units) ----
+
+  const DISTRIBUTION_BINS = 20;
+
+  function percentile(sorted, q) {
+    // Nearest rank, the way latency percentiles are usually quoted (p99 is a value seen).
+    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+  }
+
+  function drawDistribution(container, spec, unit, opts = {}) {
+    const series = (spec.series || []).filter((s) => (s.unit || "") === unit && s.points.length);
+    if (!series.length) return null;
+    const values = series.map((s) => s.points.map((p) => p[1]).sort((a, b) => a - b));
+    const lo = Math.min(...values.map((v) => v[0]));
+    const hi = Math.max(...values.map((v) => v[v.length - 1]));
+    const bins = hi > lo ? DISTRIBUTION_BINS : 1;
+    const width = bins > 1 ? (hi - lo) / bins : 1;
+    const labels = Array.from({ length: bins }, (_, i) => (bins > 1
+      ? `${fmt(lo + i * width)}–${fmt(lo + (i + 1) * width)}` : fmt(lo)));
+    const stats = values.map((v) => `p50 ${fmt(percentile(v, 0.5))}, p90 ${fmt(percentile(v, 0.9))}, `
+      + `p99 ${fmt(percentile(v, 0.99))} ${unit}`);
+    const datasets = series.map((s, i) => {
+      const counts = new Array(bins).fill(0);
+      for (const y of values[i]) counts[Math.min(bins - 1, Math.floor((y - lo) / width))] += 1;
+      return { label: `${s.label} (${stats[i]})`, data: counts, backgroundColor: colour(i, 0.7),
+        borderWidth: 0, barPercentage: 1, categoryPercentage: 0.9 };
+    });
+    const what = `${opts.title ? opts.title + ": " : ""}how ${series.map((s) => s.label).join("; ")} `
+      + `is spread, in ${unit}: ${series.map((s, i) => `${s.label}: ${stats[i]}`).join("; ")}`;
+    const canvas = addCanvas(container, opts.height || SERIES_HEIGHT, what);
+    canvas.dataset.distribution = unit;
+    return new Chart(canvas, {
+      type: "bar",
+      data: { labels, datasets },
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        scales: {
+          x: { title: { display: true, text: unit } },
+          y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "count" } },
+        },
+        plugins: {
+          title: { display: true, text: `Distribution (${unit})`, font: { weight: "normal" } },
+          legend: { labels: { boxWidth: 12 } },
+        },
+      },
+    });
   }
 
   // --- trace: a timeline of complete ("X") events, one row per thread and nesting depth ----
@@ -477,6 +532,50 @@
     });
   }
 
+  // --- statistics: each student's best score on a part, in ten bins of 0.1 ------------------
+
+  function drawHistogram(canvas, data) {
+    const counts = data.counts || [];
+    canvas.setAttribute("aria-label", `${data.title || "Best score per student"}: ` + counts.map(
+      (n, i) => `${data.labels[i]}: ${n}`).join("; "));
+    const box = canvas.parentElement; // responsive Chart.js sizes the canvas to this box
+    box.style.position = "relative";
+    box.style.height = "200px";
+    const last = counts.length - 1;
+    return new Chart(canvas, {
+      type: "bar",
+      data: {
+        labels: data.labels,
+        datasets: [{
+          label: "students",
+          data: counts,
+          // The last bin (scores 0.9 to 1, solved included) in the "solved" green of history.
+          backgroundColor: counts.map((_, i) => (i === last ? "#2e9d57" : colour(0, 0.8))),
+          borderWidth: 0,
+          barPercentage: 0.95,
+          categoryPercentage: 1,
+        }],
+      },
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        scales: {
+          x: { title: { display: true, text: "best score" } },
+          y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "students" } },
+        },
+        plugins: {
+          legend: { display: false },
+          tooltip: {
+            callbacks: {
+              label: (item) => `${item.parsed.y} of ${data.tried} student${data.tried === 1 ? "" : "s"}`,
+            },
+          },
+        },
+      },
+    });
+  }
+
   // --- mounting ----------------------------------------------------------------------------
 
   function select(root, selector) {
@@ -496,8 +595,10 @@
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const data = await response.json();
       const opts = { title: el.getAttribute("data-title") || "" };
-      if (kind === "series") drawSeries(el, data, opts);
-      else drawTrace(el, data, opts);
+      if (kind === "series") {
+        drawSeries(el, data, opts);
+        for (const unit of data.histogram || []) drawDistribution(el, data, unit, opts);
+      } else drawTrace(el, data, opts);
       el.setAttribute("data-drawn", "ok");
     } catch (err) {
       // A chart is a convenience: say so and keep the download link working.
@@ -538,10 +639,23 @@
         console.warn("progress chart:", err);
       }
     }
+    for (const canvas of select(scope, "canvas[data-histogram-chart]")) {
+      if (Chart.getChart(canvas)) continue;
+      const source = document.getElementById(canvas.getAttribute("data-histogram-chart"));
+      if (!source) continue;
+      try {
+        const data = JSON.parse(source.textContent);
+        canvas.closest("[hidden]")?.removeAttribute("hidden"); // shown once there is a chart
+        drawHistogram(canvas, data);
+        canvas.setAttribute("data-drawn", "ok");
+      } catch (err) {
+        console.warn("histogram chart:", err);
+      }
+    }
   }
 
-  window.RooflineCharts = { MAX_POINTS, decimate, drawSeries, drawTrace, drawProgress,
-    drawRoofline, initAll };
+  window.RooflineCharts = { MAX_POINTS, decimate, drawSeries, drawDistribution, drawTrace,
+    drawProgress, drawRoofline, drawHistogram, initAll };
 
   if (typeof htmx !== "undefined") htmx.onLoad(initAll);
   if (document.readyState === "loading") {

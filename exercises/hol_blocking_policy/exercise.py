@@ -210,7 +210,7 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
             kind="series",
             data={"x": {"label": "request (0 = the long prompt, then the short ones in queue "
                               "order)", "unit": ""},
-                  "series": series},
+                  "series": series, "histogram": ["s"]},
             caption="From the scheduling simulator: whole-prompt prefill, one step at a time, "
                     "each request followed to its first token.",
         )

@@ -448,7 +448,8 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
     rec = sims["current_length"]
     per_req.append({"label": "times preempted, recompute", "unit": "preemptions",
                     "points": [[i, rec.requests[r.rid].preemptions] for i, r in enumerate(reqs)]})
-    per_request = {"x": {"label": "request (in arrival order)", "unit": ""}, "series": per_req}
+    per_request = {"x": {"label": "request (in arrival order)", "unit": ""}, "series": per_req,
+                   "histogram": ["s"]}
 
     caption = (
         f"engine_sim on a slice of the pool holding {SLICE_RESERVATIONS:g} reservations "

@@ -243,7 +243,8 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
             kind="series",
             data={"x": {"label": "time since the stream started", "unit": "ms"},
                   "series": [{"label": "gap before this token", "unit": "ms",
-                              "points": points}]},
+                              "points": points}],
+                  "histogram": ["ms"]},
             caption="Each point is one token of one running stream: when it arrived and how long "
                     "after the previous one.",
         )

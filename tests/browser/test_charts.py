@@ -23,8 +23,11 @@ CHARTS_IN = """(el) => [...el.querySelectorAll('canvas')].map((c) => {
   const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   let inked = 0;
   for (let i = 3; i < px.length; i += 4) if (px[i]) inked++;
-  return {type: chart.config.type, inked, width: c.width,
-          datasets: chart.data.datasets.map((d) => ({label: d.label, n: d.data.length}))};
+  const sum = (d) => d.data.every((v) => typeof v === 'number')
+    ? d.data.reduce((a, b) => a + b, 0) : null;
+  return {type: chart.config.type, inked, width: c.width, dist: c.dataset.distribution || null,
+          datasets: chart.data.datasets.map((d) => ({label: d.label, n: d.data.length,
+                                                     sum: sum(d)}))};
 })"""
 
 
@@ -61,6 +64,9 @@ def test_every_evidence_file_is_drawn(page: Any, live_server: Any,
                                       plotter: dict[str, Any]) -> None:
     slugs = _evidence_exercises()
     assert "batch1_gap_trace" in slugs and "stream_stutter" in slugs
+    hol = registry.get("hol_blocking_policy")
+    canonical = registry.params_for(hol, registry.CANONICAL_VARIANT)
+    assert registry.evidence(hol, canonical)["ttft"].data["histogram"] == ["s"]
     max_points = None
     for slug in slugs:
         spec = registry.get(slug)
@@ -77,10 +83,21 @@ def test_every_evidence_file_is_drawn(page: Any, live_server: Any,
                 (slug, name)
             if ev.kind == "series":
                 # One chart per y unit; every series drawn, thinned to MAX_POINTS at most.
-                assert len(charts) == len({s.get("unit", "") for s in ev.data["series"]})
-                drawn = {d["label"]: d["n"] for c in charts for d in c["datasets"]}
+                lines = [c for c in charts if not c["dist"]]
+                assert len(lines) == len({s.get("unit", "") for s in ev.data["series"]})
+                drawn = {d["label"]: d["n"] for c in lines for d in c["datasets"]}
                 assert drawn == {s["label"]: min(len(s["points"]), max_points)
                                  for s in ev.data["series"]}, (slug, name)
+                # A distribution per unit the evidence asks for, counting every point (none
+                # thinned), its legend giving the percentiles.
+                dists = {c["dist"]: c for c in charts if c["dist"]}
+                assert sorted(dists) == sorted(ev.data.get("histogram", [])), (slug, name)
+                for unit, chart in dists.items():
+                    counted = {d["label"].split(" (p50 ")[0]: d["sum"] for d in chart["datasets"]}
+                    assert counted == {s["label"]: len(s["points"]) for s in ev.data["series"]
+                                       if s.get("unit", "") == unit}, (slug, name, unit)
+                    assert all(" (p50 " in d["label"] and "p99 " in d["label"]
+                               for d in chart["datasets"])
             else:
                 # The timeline holds every complete event; the busy-share chart is not empty.
                 timeline, *busy = charts
@@ -107,6 +124,24 @@ def test_trace_zooms_to_one_step(page: Any, live_server: Any, plotter: dict[str,
         .scales.x; return [s.min, s.max]; }""")
     assert 0 < lo < hi < whole and steps.nth(2).get_attribute("aria-pressed") == "true"
     assert "ui.perfetto.dev" in page.locator(".evidence").inner_text()
+
+
+def test_latency_distribution_quotes_nearest_rank_percentiles(page: Any, live_server: Any,
+                                                              plotter: dict[str, Any]) -> None:
+    slug = "hol_blocking_policy"
+    page.goto(f"{live_server.url}/ex/{slug}/")
+    _wait_drawn(page)
+    spec = registry.get(slug)
+    variant = Assignment.objects.get(user=plotter["user"], exercise__slug=slug).variant
+    ev = registry.evidence(spec, registry.params_for(spec, variant))["ttft"]
+    labels = page.locator('[data-evidence-plot="ttft"] canvas[data-distribution="s"]').evaluate(
+        "(c) => Chart.getChart(c).data.datasets.map((d) => d.label)")
+    for series, label in zip(ev.data["series"], labels, strict=True):
+        ys = sorted(y for _, y in series["points"])
+        # Nearest rank: the smallest value with at least q of the requests at or below it.
+        p50, p99 = (ys[max(0, -(-len(ys) * q // 100) - 1)] for q in (50, 99))
+        assert label == (f"{series['label']} (p50 {p50:.5g}, p90 "
+                         f"{ys[max(0, -(-len(ys) * 90 // 100) - 1)]:.5g}, p99 {p99:.5g} s)")
 
 
 def test_decimation_keeps_the_ends_and_the_count(page: Any, live_server: Any,

@@ -96,6 +96,9 @@ def test_evidence_is_checked_and_names_the_exercise() -> None:
 
     good = Evidence("Trace", "t.json", "trace", {"traceEvents": []})
     assert registry.evidence(spec_with({"trace": good}), {}) == {"trace": good}
+    latency = Evidence("S", "s.json", "series", {"x": {}, "series": [
+        {"unit": "ms", "points": [[0, 1.5]]}], "histogram": ["ms"]})
+    assert registry.evidence(spec_with({"s": latency}), {}) == {"s": latency}
     assert registry.evidence(SimpleNamespace(slug="x", module=SimpleNamespace()), {}) == {}
     bad = [
         {"Bad Name": good},
@@ -103,6 +106,8 @@ def test_evidence_is_checked_and_names_the_exercise() -> None:
         {"trace": Evidence("T", "../t.json", "trace", {"traceEvents": []})},
         {"trace": Evidence("T", "t.json", "trace", {"events": []})},
         {"s": Evidence("S", "s.json", "series", {"x": {}, "series": []})},
+        {"s": Evidence("S", "s.json", "series", {"x": {}, "series": [
+            {"unit": "s", "points": []}], "histogram": ["ms"]})},  # no series in ms
         {"trace": {"traceEvents": []}},
     ]
     for result in bad:
