@@ -16,4 +16,9 @@ class PracticeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.conf import settings
+
+        from practice import error_hook
+
         post_migrate.connect(_sync_after_migrate, sender=self)
+        error_hook.install(settings.SENTRY_DSN)

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from practice.views import auth, cohorts, mock, pages, parts, review, stats
+from practice.views import auth, cohorts, mock, ops, pages, parts, review, stats
 
 urlpatterns = [
     path("", pages.catalog, name="catalog"),
@@ -42,5 +42,9 @@ urlpatterns = [
     path("teach/submissions/<int:pk>/override/", review.override, name="attempt_override"),
     path("teach/regrade/<slug:slug>/", stats.regrade_start, name="regrade_start"),
     path("teach/regrade/jobs/<int:pk>/", stats.regrade_progress, name="regrade_progress"),
+    # Operations: health (anyone), metrics (staff or the bearer token), the queue (staff).
+    path("healthz/", ops.healthz, name="healthz"),
+    path("metrics", ops.prometheus, name="metrics"),
+    path("ops/queue/", ops.queue, name="ops_queue"),
     path("admin/", admin.site.urls),
 ]

@@ -79,6 +79,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # record_result (read the row, then save) failed whenever the other was writing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20,
                                                           transaction_mode="IMMEDIATE")
+elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # A database host that drops packets fails a request (and /healthz/) in seconds instead of
+    # hanging it for the kernel's TCP timeout; a URL's own ?connect_timeout= wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
@@ -211,9 +215,16 @@ ROOFLINE_SUBMIT_WINDOW_S = int(os.environ.get("ROOFLINE_SUBMIT_WINDOW_S", "60"))
 ROOFLINE_LOGIN_FAILURES = int(os.environ.get("ROOFLINE_LOGIN_FAILURES", "5"))
 ROOFLINE_LOGIN_WINDOW_S = int(os.environ.get("ROOFLINE_LOGIN_WINDOW_S", "900"))
 
+# --- Operations (practice/health.py, practice/metrics.py, practice/error_hook.py) ---
+# /metrics answers staff, or a scraper sending `Authorization: Bearer <token>` when this is set.
+ROOFLINE_METRICS_TOKEN = os.environ.get("ROOFLINE_METRICS_TOKEN", "")
+# Errors go to Sentry (or a compatible service) when this is set and sentry_sdk is installed.
+SENTRY_DSN = os.environ.get("SENTRY_DSN", "")
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }
