@@ -96,7 +96,7 @@ class Evidence:
     `data` is JSON-able and is served as `filename` for download; `kind` tells the page how to
     draw it: "trace" (Chrome trace-event JSON: {"traceEvents": [...]}) or "series" ({"x": {"label",
     "unit"}, "series": [{"label", "unit", "points": [[x, y], ...]}], and optionally "histogram":
-    [unit, ...], the y units whose values are also drawn as a distribution with p50/p90/p99).
+    [unit, ...], the y units whose values are also drawn as a histogram).
     Everything in it comes from the variant, so a student's copy matches the numbers their parts
     are graded against.
     """

@@ -11,8 +11,9 @@
  *   drawSeries(container, spec, opts) -> Chart[]   spec = {x: {label, unit}, series: [{label,
  *                                                  unit, points: [[x, y], …]}]}
  *   drawDistribution(container, spec, unit, opts) -> Chart   a histogram of the y values of the
- *                                                  spec's series in `unit`, with p50/p90/p99;
- *                                                  evidence asks for it with spec.histogram = [unit]
+ *                                                  spec's series in `unit` (20 equal bins from the
+ *                                                  lowest to the highest value); evidence asks for
+ *                                                  it with spec.histogram = [unit]
  *   drawTrace(container, trace, opts) -> Chart[]   Chrome trace-event JSON {traceEvents: […]}
  *   drawProgress(canvas, rows)        -> Chart     rows = [{topic, parts, solved, tried}]
  *   drawHistogram(canvas, data)       -> Chart     data = {labels, counts, tried, title}
@@ -188,11 +189,6 @@
 
   const DISTRIBUTION_BINS = 20;
 
-  function percentile(sorted, q) {
-    // Nearest rank, the way latency percentiles are usually quoted (p99 is a value seen).
-    return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-  }
-
   function drawDistribution(container, spec, unit, opts = {}) {
     const series = (spec.series || []).filter((s) => (s.unit || "") === unit && s.points.length);
     if (!series.length) return null;
@@ -201,18 +197,21 @@
     const hi = Math.max(...values.map((v) => v[v.length - 1]));
     const bins = hi > lo ? DISTRIBUTION_BINS : 1;
     const width = bins > 1 ? (hi - lo) / bins : 1;
-    const labels = Array.from({ length: bins }, (_, i) => (bins > 1
-      ? `${fmt(lo + i * width)}–${fmt(lo + (i + 1) * width)}` : fmt(lo)));
-    const stats = values.map((v) => `p50 ${fmt(percentile(v, 0.5))}, p90 ${fmt(percentile(v, 0.9))}, `
-      + `p99 ${fmt(percentile(v, 0.99))} ${unit}`);
+    // The axis names each bin by its middle, to three figures; the tooltip gives its edges.
+    const short = (v) => v.toLocaleString("en", { maximumSignificantDigits: 3 });
+    const labels = Array.from({ length: bins }, (_, i) => short(bins > 1
+      ? lo + (i + 0.5) * width : lo));
+    const edges = (i) => (bins > 1 ? `${fmt(lo + i * width)}–${fmt(lo + (i + 1) * width)} ${unit}`
+      : `${fmt(lo)} ${unit}`);
     const datasets = series.map((s, i) => {
       const counts = new Array(bins).fill(0);
       for (const y of values[i]) counts[Math.min(bins - 1, Math.floor((y - lo) / width))] += 1;
-      return { label: `${s.label} (${stats[i]})`, data: counts, backgroundColor: colour(i, 0.7),
+      return { label: s.label, data: counts, backgroundColor: colour(i, 0.7),
         borderWidth: 0, barPercentage: 1, categoryPercentage: 0.9 };
     });
+    // No percentiles are quoted: some exercises ask for one, and reading it is the student's job.
     const what = `${opts.title ? opts.title + ": " : ""}how ${series.map((s) => s.label).join("; ")} `
-      + `is spread, in ${unit}: ${series.map((s, i) => `${s.label}: ${stats[i]}`).join("; ")}`;
+      + `is spread, in ${unit}, ${bins} bins from ${fmt(lo)} to ${fmt(hi)}`;
     const canvas = addCanvas(container, opts.height || SERIES_HEIGHT, what);
     canvas.dataset.distribution = unit;
     return new Chart(canvas, {
@@ -229,6 +228,7 @@
         plugins: {
           title: { display: true, text: `Distribution (${unit})`, font: { weight: "normal" } },
           legend: { labels: { boxWidth: 12 } },
+          tooltip: { callbacks: { title: (items) => (items.length ? edges(items[0].dataIndex) : "") } },
         },
       },
     });

@@ -164,7 +164,7 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
             filename="q37_latency.json",
             kind="series",
             data={"x": {"label": "time since the capture started", "unit": "s"},
-                  "series": series, "histogram": ["ms"]},
+                  "series": series},
             caption=(f"Two {p['window_s']}-second captures of the engine loop, one point per "
                      f"decode step: x is when the step finished, y how long it took. The first "
                      f"capture ran at {p['rate_lo']} req/s, the second at {p['rate_hi']} req/s."),
