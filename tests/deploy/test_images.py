@@ -15,28 +15,12 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.deploy.dockerfile import instructions
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted(ROOT.glob("docker/**/Dockerfile"))
 APP = ROOT / "docker/app/Dockerfile"
 APP_TARGETS = ("web", "worker", "gpu-worker")
-
-
-def instructions(path: Path) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments), continuation lines joined, comments and blanks dropped."""
-    out: list[tuple[str, str]] = []
-    buf = ""
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.lstrip().startswith("#") or (not line.strip() and not buf):
-            continue
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        word, _, rest = buf.strip().partition(" ")
-        out.append((word.upper(), rest.strip()))
-        buf = ""
-    assert not buf, f"{path}: dangling line continuation"
-    return out
 
 
 def stages(path: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:

@@ -34,6 +34,7 @@ from runners import docker as dk
 from runners.bwrap import BASE_ENV
 from runners.cgroups import owner_tag
 from runners.seccomp import docker_profile_json
+from tests.deploy.dockerfile import instructions
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -707,23 +708,7 @@ def test_image_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def dockerfile(path: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with continuations joined and comment lines dropped, as the
-    Dockerfile parser does."""
-    lines = (ROOT / path).read_text().splitlines()
-    out: list[tuple[str, str]] = []
-    buf = ""
-    for line in lines:
-        if line.lstrip().startswith("#") or (not line.strip() and not buf):
-            continue
-        if line.endswith("\\"):
-            buf += line[:-1] + " "
-            continue
-        buf += line
-        word, _, rest = buf.strip().partition(" ")
-        out.append((word.upper(), rest.strip()))
-        buf = ""
-    assert not buf, "dangling line continuation"
-    return out
+    return instructions(ROOT / path)
 
 
 @pytest.mark.parametrize("path", ["docker/sandbox/Dockerfile", "docker/sandbox-gpu/Dockerfile"])
