@@ -161,6 +161,9 @@ ROOFLINE_RUNNING_GRACE_S = int(os.environ.get("ROOFLINE_RUNNING_GRACE_S", "150")
 # "gpu" (only workers started with -Q gpu and ROOFLINE_KERNEL_DEVICE=gpu).
 ROOFLINE_KERNEL_QUEUE = os.environ.get("ROOFLINE_KERNEL_QUEUE", "grade")
 ROOFLINE_MAX_DELIVERIES = int(os.environ.get("ROOFLINE_MAX_DELIVERIES", "3"))
+# A re-grade task works this long, then queues the rest of its job as a new task (well under
+# the visibility timeout; students' submissions get graded in between).
+ROOFLINE_REGRADE_SLICE_S = float(os.environ.get("ROOFLINE_REGRADE_SLICE_S", "60"))
 
 # --- Security (practice/security.py adds the CSP and Permissions-Policy headers) ---
 SESSION_COOKIE_HTTPONLY = True

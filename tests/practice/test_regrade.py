@@ -162,6 +162,21 @@ class TestActions:
         self.right.refresh_from_db()
         assert self.right.score == 1.0
 
+    def test_a_long_job_goes_on_in_fresh_tasks_one_slice_at_a_time(
+            self, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+        settings.ROOFLINE_REGRADE_SLICE_S = 0  # every slice is over after its first entry
+        job = self.start()
+        queued: list[tuple[Any, dict[str, Any]]] = []
+        monkeypatch.setattr(tasks.run_regrade, "apply_async",
+                            lambda args, **kw: queued.append((args, kw)))
+        assert tasks.run_regrade(job.pk) == "continued"
+        job.refresh_from_db()
+        assert job.status == RegradeJob.Status.RUNNING and job.done == 1
+        assert queued == [((job.pk,), {"queue": "grade"})]
+        assert tasks.run_regrade(job.pk) == "done"  # the last entry: nothing left to hand on
+        job.refresh_from_db()
+        assert job.status == RegradeJob.Status.DONE and job.done == 2 and len(queued) == 1
+
     def test_the_progress_page_polls_until_done(self) -> None:
         client = Client()
         client.force_login(self.prof)
