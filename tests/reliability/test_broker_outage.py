@@ -24,6 +24,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -198,6 +199,15 @@ def test_redis_outage_loses_no_submission(redis_site: SiteFactory,
     assert calls == [True] + [False] * 3 * STUDENTS
 
 
+def remove_while_in_use(folder: Path) -> None:
+    """Take the folder away at once, with everything in it. A plain rmtree races the worker
+    and the web process, which make missing folders again within 0.1 s (practice/broker.py),
+    and then fails on a folder that is no longer empty; a rename is one step."""
+    gone = folder.with_name(f"{folder.name}.gone-{time.monotonic_ns()}")
+    os.rename(folder, gone)
+    shutil.rmtree(gone)
+
+
 def test_embedded_broker_blocked_folder_loses_no_submission(
         embedded_site: SiteFactory, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,12 +216,20 @@ def test_embedded_broker_blocked_folder_loses_no_submission(
 
     def block() -> None:
         # Root ignores permission bits, so "unwritable" is a file in the folder's place.
-        shutil.rmtree(queue)
-        queue.write_text("not a folder")
+        blocker = queue.with_name("queue.blocker")
+        blocker.write_text("not a folder")
+        for _ in range(100):
+            remove_while_in_use(queue)
+            try:  # the worker may have made the folder again in between: then once more
+                os.rename(blocker, queue)
+                return
+            except IsADirectoryError:
+                continue
+        raise AssertionError("the worker kept making the queue folder again")
 
     def unblock() -> None:
         queue.unlink()
-        queue.mkdir()
+        queue.mkdir(exist_ok=True)  # the worker may have been quicker
 
     calls = count_enqueues(monkeypatch)
     # A worker that hit the blocked folder restarts its consumer (a lost connection) about
@@ -236,7 +254,7 @@ def test_embedded_broker_removed_folder_loses_no_submission(
     # whole broker folder goes, with the messages still in it.
     burst = [submit_through_the_page(c, u, part_id, source, broker_down=False).pk
              for _ in range(2) for u, c in clients]
-    shutil.rmtree(broker)
+    remove_while_in_use(broker)
     t_removed = time.monotonic()
     # Answers right after: the publish makes the folders (and the queue's binding) again.
     after = [submit_through_the_page(c, u, part_id, source, broker_down=False).pk
