@@ -178,11 +178,12 @@ def enqueue(submission_id: int, queue: str = "grade") -> bool:
 
     try:
         tasks.grade_submission.apply_async((submission_id,), queue=queue)
-        return True
     except Exception:  # broker unreachable: the row is the truth, the sweeper retries
         log.warning("could not enqueue submission %s; the sweeper will retry", submission_id,
                     exc_info=True)
         return False
+    Submission.objects.filter(pk=submission_id).update(sent_at=timezone.now())
+    return True
 
 
 def reveal_solution(user: User, exercise: Exercise, part_id: str) -> PartState:
@@ -274,13 +275,34 @@ def requeue_stuck(now: Any = None) -> int:
     stale_running = Submission.objects.filter(
         status=Submission.Status.RUNNING, started_at__lt=running_cutoff)
     stale_running.update(status=Submission.Status.QUEUED)
-    stuck = list(Submission.objects.filter(
+    stuck = Submission.objects.filter(
         Q(status=Submission.Status.QUEUED)
         & (Q(queued_at__lt=queued_cutoff) | Q(started_at__lt=running_cutoff))
-    ).values_list("pk", "part_type"))
-    for pk, part_type in stuck:
-        enqueue(pk, queue_for(part_type))
-    return len(stuck)
+    ).values_list("pk", "part_type", "queued_at", "sent_at", "started_at")
+    resent = 0
+    for pk, part_type, queued_at, sent_at, started_at in stuck:
+        if _due_again(now, queued_at, sent_at, started_at, running_cutoff):
+            enqueue(pk, queue_for(part_type))
+            resent += 1
+    return resent
+
+
+def _due_again(now: Any, queued_at: Any, sent_at: Any, started_at: Any,
+               running_cutoff: Any) -> bool:
+    """Whether a stuck row gets another message now.
+
+    Never sent (the broker was down), or its worker died after taking the last message: at once.
+    Otherwise the message may be lost, or merely still waiting in a long queue, and a copy costs
+    a worker a claim that finds nothing to do: copies are spaced further apart as the row ages
+    (again when the last send is at least the grace and half the row's age old), so a row
+    waiting W seconds gets about log2(W / grace) copies instead of one per sweep.
+    """
+    if sent_at is None:
+        return True
+    if started_at is not None and sent_at < started_at:
+        return started_at < running_cutoff
+    wait = max(timedelta(seconds=settings.ROOFLINE_QUEUED_GRACE_S), (now - queued_at) / 2)
+    return now - sent_at >= wait
 
 
 # --- mock interviews ----------------------------------------------------------------------

@@ -36,6 +36,9 @@ class Submission(models.Model):
     result = models.JSONField(default=dict, blank=True)
     deliveries = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(auto_now_add=True)
+    # When the broker last accepted a message for it (None: never). The sweeper backs off on it
+    # so that a long queue is not filled with copies of the rows waiting in it.
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -141,6 +141,67 @@ def test_the_sweeper_resends_lost_and_abandoned_rows(student: User,
     assert fresh.status == Submission.Status.QUEUED
 
 
+def test_enqueue_records_when_the_broker_took_the_message(student: User,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from practice import tasks
+
+    sub = _queued(student)
+    monkeypatch.setattr(tasks.grade_submission, "apply_async", lambda *a, **kw: None)
+    assert actions.enqueue(sub.pk) is True
+    sub.refresh_from_db()
+    assert sub.sent_at is not None
+    down = _queued(student)
+
+    def refuse(*a: Any, **kw: Any) -> None:
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(tasks.grade_submission, "apply_async", refuse)
+    assert actions.enqueue(down.pk) is False
+    down.refresh_from_db()
+    assert down.sent_at is None
+
+
+def test_the_sweeper_spaces_out_copies_of_a_row_waiting_in_a_long_queue(
+        student: User, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+    """No worker takes the queue for ten minutes: one sweep every 30 s used to add a copy of
+    every waiting row each time (18 copies of this one); now the copies double their spacing."""
+    from practice import tasks
+
+    settings.ROOFLINE_QUEUED_GRACE_S = 60
+    sent: list[Any] = []
+    monkeypatch.setattr(tasks.grade_submission, "apply_async",
+                        lambda *a, **kw: sent.append(timezone.now()))
+    t0 = timezone.now()
+    sub = _queued(student)
+    Submission.objects.filter(pk=sub.pk).update(queued_at=t0, sent_at=t0)
+    copies = []
+    for k in range(1, 21):  # sweeps at 30 s, 60 s, ..., 600 s
+        now = t0 + timedelta(seconds=30 * k)
+        if actions.requeue_stuck(now=now):
+            copies.append(30 * k)
+            Submission.objects.filter(pk=sub.pk).update(sent_at=now)  # what enqueue records
+    assert copies == [90, 180, 360]  # first past the grace, then twice as far each time
+
+
+def test_the_sweeper_resends_at_once_what_never_reached_the_broker_or_lost_its_worker(
+        student: User, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[int] = []
+    monkeypatch.setattr(actions, "enqueue", lambda pk, queue="grade": sent.append(pk))
+    now = timezone.now()
+    hour_ago, ten_min_ago = now - timedelta(hours=1), now - timedelta(minutes=10)
+    never_sent, waiting, long_unsent, orphan, orphan_resent = (_queued(student) for _ in range(5))
+    Submission.objects.filter(pk=never_sent.pk).update(queued_at=hour_ago, sent_at=None)
+    Submission.objects.filter(pk=waiting.pk).update(queued_at=hour_ago, sent_at=ten_min_ago)
+    Submission.objects.filter(pk=long_unsent.pk).update(queued_at=hour_ago,
+                                                        sent_at=now - timedelta(minutes=40))
+    Submission.objects.filter(pk=orphan.pk).update(status="running", queued_at=hour_ago,
+                                                   sent_at=hour_ago, started_at=hour_ago)
+    Submission.objects.filter(pk=orphan_resent.pk).update(
+        status="queued", queued_at=hour_ago, started_at=hour_ago, sent_at=ten_min_ago)
+    assert actions.requeue_stuck(now=now) == 3
+    assert sorted(sent) == sorted([never_sent.pk, long_unsent.pk, orphan.pk])
+
+
 def test_the_task_records_an_error_when_grading_breaks(student: User,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from practice import tasks
