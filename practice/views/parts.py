@@ -21,6 +21,7 @@ from practice import actions
 from practice import mock as mocks
 from practice.markdown import render_markdown
 from practice.models import Exercise, PartState, Submission, User
+from practice.templatetags import review_notes
 
 
 def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
@@ -66,6 +67,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
         if i == 0:
             html = preamble + html
         parts.append(_one_part(user, exercise, spec, part, html, hidden))
+    review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
     evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "parts": parts, "evidence": sorted(evidence.items()),

@@ -436,3 +436,20 @@ def test_student_sees_override_rubric_and_comments(world: World) -> None:
     other = client_for(world.outsider).get(reverse("exercise", args=[SLUG])).content.decode()
     for secret in ("Count blocks", "cosmetic", "overcommits the pool", "test the cap"):
         assert secret not in other
+
+
+def test_the_exercise_page_asks_for_reviews_once_whatever_the_parts(world: World) -> None:
+    """Review notes are looked up for the whole page at once, not per part."""
+    student = client_for(world.student)
+    url = reverse("exercise", args=[SLUG])
+
+    def review_queries() -> int:
+        with CaptureQueriesContext(connection) as q:
+            assert student.get(url).status_code == 200
+        return sum('"practice_review"' in x["sql"] or '"practice_comment"' in x["sql"]
+                   for x in q.captured_queries)
+
+    assert review_queries() == 2  # nothing reviewed yet: one look at each table
+    actions.add_comment(world.instructor, world.code_v2, "Count blocks, not requests.", line=4)
+    # The one reviewed answer adds its own two reads; the others still cost nothing.
+    assert review_queries() == 4
