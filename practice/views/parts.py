@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -35,13 +36,18 @@ def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str
 
 
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
-              solution_html: str, hidden: bool, error: str = "", draft: str = ""
+              solution_html: str, hidden: bool, error: str = "", draft: str = "",
+              found: tuple[PartState | None, Submission | None] | None = None
               ) -> dict[str, Any]:
     """One part's context. `hidden`: a running mock interview hides worked solutions even for
-    solved parts; callers ask `mocks.solutions_hidden_for` once per page or redraw."""
-    state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
-    latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
-              .order_by("-queued_at", "-id").first())
+    solved parts; callers ask `mocks.solutions_hidden_for` once per page or redraw. `found`: the
+    part's state and latest submission when the caller fetched them for the whole page."""
+    if found is None:
+        state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
+        latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
+                  .order_by("-queued_at", "-id").first())
+    else:
+        state, latest = found
     starter = ""
     if part.type in ("code", "kernel"):
         starter = (spec.path / part.type / "starter.py").read_text(encoding="utf-8")
@@ -61,12 +67,18 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
     variant = actions.assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
     hidden = mocks.solutions_hidden_for(user, exercise)
+    # Every part's state and latest submission in two queries, not two per part.
+    states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
+    mine = Submission.objects.filter(user=user, exercise=exercise)
+    newest = mine.filter(part_id=OuterRef("part_id")).order_by("-queued_at", "-id").values("pk")
+    latest = {sub.part_id: sub for sub in mine.filter(pk=Subquery(newest[:1]))}
     parts = []
     for i, part in enumerate(spec.parts):
         html = sections.get(part.id, "")
         if i == 0:
             html = preamble + html
-        parts.append(_one_part(user, exercise, spec, part, html, hidden))
+        parts.append(_one_part(user, exercise, spec, part, html, hidden,
+                               found=(states.get(part.id), latest.get(part.id))))
     review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
     evidence = registry.evidence(spec, actions.variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,

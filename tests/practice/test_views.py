@@ -129,3 +129,28 @@ def test_evidence_downloads_are_the_students_own_variant(client: Client, alice: 
     client.logout()
     r = client.get(f"/ex/{slug}/evidence/{next(iter(mine))}/")
     assert r.status_code == 302 and "/login/" in r["Location"]
+
+
+def test_the_exercise_page_reads_the_same_queries_however_many_parts_it_has(
+        client: Client, alice: User) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    specs = sorted(registry.load_all().values(), key=lambda sp: len(sp.parts))
+    few, many = specs[0], specs[-1]
+    assert len(many.parts) > len(few.parts)
+    counts = {}
+    for spec in (few, many):
+        url = f"/ex/{spec.slug}/"
+        client.get(url)  # the assignment is made on the first visit
+        exercise = Exercise.objects.get(slug=spec.slug)
+        solution = registry.solve(spec, registry.params_for(
+            spec, actions.assignment_for(alice, exercise).variant))
+        part = next(p for p in spec.parts if p.type in ("number", "choice"))
+        actions.submit_answer(alice, exercise, part.id, answer_text(part, solution[part.id]),
+                              "submit")
+        with CaptureQueriesContext(connection) as q:
+            body = client.get(url).content.decode()
+        assert 'class="badge correct"' in body
+        counts[spec.slug] = len(q.captured_queries)
+    assert len(set(counts.values())) == 1, counts
