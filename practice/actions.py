@@ -599,12 +599,38 @@ def start_regrade(viewer: User, exercise: Exercise) -> RegradeJob:
 
 
 def _enqueue_regrade(job_id: int) -> None:
+    """One task per queue the job's submissions are graded on: kernel parts go where kernels
+    are graded (the GPU workers once there are some), never as a CPU preview over a GPU grade."""
     from practice import tasks
 
-    try:
-        tasks.run_regrade.apply_async((job_id,), queue="grade")
-    except Exception:  # the broker is down: the job stays queued and can be started again
-        log.warning("could not enqueue re-grade %s", job_id, exc_info=True)
+    for queue in regrade_queues(job_id):
+        try:
+            tasks.run_regrade.apply_async((job_id, queue), queue=queue)
+        except Exception:  # the broker is down: the job stays queued and can be started again
+            log.warning("could not enqueue re-grade %s on %s", job_id, queue, exc_info=True)
+
+
+def _unfinished_entries(job_id: int) -> list[tuple[int, str]]:
+    """(entry id, the queue its submission is graded on), in order."""
+    rows = (RegradeEntry.objects.filter(job_id=job_id, finished_at__isnull=True).order_by("pk")
+            .values_list("pk", "submission__part_type"))
+    return [(pk, queue_for(part_type)) for pk, part_type in rows]
+
+
+def regrade_queues(job_id: int) -> list[str]:
+    return sorted({queue for _, queue in _unfinished_entries(job_id)})
+
+
+def pending_regrade_entries(job_id: int, queue: str) -> list[int]:
+    return [pk for pk, q in _unfinished_entries(job_id) if q == queue]
+
+
+def finish_regrade_if_complete(job_id: int) -> bool:
+    """Mark the job done once no entry is left on any queue (its tasks finish independently)."""
+    if RegradeEntry.objects.filter(job_id=job_id, finished_at__isnull=True).exists():
+        return False
+    set_regrade_status(job_id, RegradeJob.Status.DONE)
+    return True
 
 
 def regrade_one(entry_id: int) -> RegradeEntry:

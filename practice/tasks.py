@@ -38,18 +38,18 @@ def sweep() -> int:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, soft_time_limit=None, time_limit=None)
-def run_regrade(job_id: int) -> str:
-    """Re-grade a job's entries one by one (each saved as it finishes, so progress shows and a
-    redelivered job resumes where it stopped). One task works for a slice of time, then hands
-    the rest to a fresh task at the back of the queue: a job of thousands of submissions never
-    outlives the broker's visibility timeout (which would hand it to a second worker while the
-    first is still on it), and students' own submissions are graded between the slices."""
-    from practice.models import RegradeEntry, RegradeJob
+def run_regrade(job_id: int, queue: str = "grade") -> str:
+    """Re-grade the job's entries that are graded on `queue`, one by one (each saved as it
+    finishes, so progress shows and a redelivered job resumes where it stopped). One task works
+    for a slice of time, then hands the rest to a fresh task at the back of the queue: a job of
+    thousands of submissions never outlives the broker's visibility timeout (which would hand
+    it to a second worker while the first is still on it), and students' own submissions are
+    graded between the slices. The job is done when no entry is left on any queue."""
+    from practice.models import RegradeJob
 
     actions.set_regrade_status(job_id, RegradeJob.Status.RUNNING)
     deadline = time.monotonic() + settings.ROOFLINE_REGRADE_SLICE_S
-    pending = RegradeEntry.objects.filter(job_id=job_id, finished_at__isnull=True)
-    ids = list(pending.order_by("pk").values_list("pk", flat=True))
+    ids = actions.pending_regrade_entries(job_id, queue)
     for n, entry_id in enumerate(ids, start=1):
         try:
             actions.regrade_one(entry_id)
@@ -57,7 +57,6 @@ def run_regrade(job_id: int) -> str:
             log.exception("re-grading entry %s failed", entry_id)
             actions.fail_regrade_entry(entry_id, f"{type(exc).__name__}: {exc}")
         if n < len(ids) and time.monotonic() >= deadline:  # at least one entry per slice
-            run_regrade.apply_async((job_id,), queue="grade")
+            run_regrade.apply_async((job_id, queue), queue=queue)
             return "continued"
-    actions.set_regrade_status(job_id, RegradeJob.Status.DONE)
-    return "done"
+    return "done" if actions.finish_regrade_if_complete(job_id) else "done on this queue"

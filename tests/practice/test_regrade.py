@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from exercises import registry
+from graders.base import GradeResult
 from graders.selftest import answer_text
 from practice import actions, tasks
 from practice.models import (
@@ -172,10 +173,42 @@ class TestActions:
         assert tasks.run_regrade(job.pk) == "continued"
         job.refresh_from_db()
         assert job.status == RegradeJob.Status.RUNNING and job.done == 1
-        assert queued == [((job.pk,), {"queue": "grade"})]
+        assert queued == [((job.pk, "grade"), {"queue": "grade"})]
         assert tasks.run_regrade(job.pk) == "done"  # the last entry: nothing left to hand on
         job.refresh_from_db()
         assert job.status == RegradeJob.Status.DONE and job.done == 2 and len(queued) == 1
+
+    def test_kernel_answers_are_regraded_where_kernels_are_graded(
+            self, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+        """With GPU workers, a kernel answer's re-grade goes to `gpu`: a CPU worker would
+        replace its GPU grade by an interpreter preview."""
+        settings.ROOFLINE_KERNEL_QUEUE = "gpu"
+        ex = Exercise.objects.get(slug="split_kv_decode")
+        for part_id, part_type in (("ctas", "number"), ("kernel", "kernel")):
+            Submission.objects.create(
+                user=self.ann, exercise=ex, part_id=part_id, part_type=part_type,
+                variant="canonical", answer="x", status="graded", score=0.0,
+                verdict="incorrect", result={"score": 0.0, "verdict": "incorrect"})
+        job = actions.start_regrade(self.prof, ex)
+        queued: list[tuple[Any, dict[str, Any]]] = []
+        monkeypatch.setattr(tasks.run_regrade, "apply_async",
+                            lambda args, **kw: queued.append((args, kw)))
+        actions._enqueue_regrade(job.pk)
+        assert sorted(queued) == [((job.pk, "gpu"), {"queue": "gpu"}),
+                                  ((job.pk, "grade"), {"queue": "grade"})]
+        graded: list[str] = []
+
+        def grade(sub: Submission) -> GradeResult:
+            graded.append(sub.part_type)
+            return GradeResult(score=1.0, verdict="correct", feedback="")
+
+        monkeypatch.setattr(actions, "grade_claimed", grade)
+        assert tasks.run_regrade(job.pk, "grade") == "done on this queue"
+        job.refresh_from_db()
+        assert graded == ["number"] and job.status == RegradeJob.Status.RUNNING
+        assert tasks.run_regrade(job.pk, "gpu") == "done"
+        job.refresh_from_db()
+        assert graded == ["number", "kernel"] and job.status == RegradeJob.Status.DONE
 
     def test_the_progress_page_polls_until_done(self) -> None:
         client = Client()
