@@ -43,9 +43,14 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
     solved parts; callers ask `mocks.solutions_hidden_for` once per page or redraw. `found`: the
     part's state and latest submission when the caller fetched them for the whole page."""
     if found is None:
-        state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
+        # The latest submission before the state: a worker may finish between the two reads,
+        # and a finished submission drawn beside the state from before its verdict would show
+        # "correct" without the solution, with nothing left polling to redraw it. Read in this
+        # order, a finished submission's effect on the state (saved in the same transaction)
+        # is always seen.
         latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
                   .order_by("-queued_at", "-id").first())
+        state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
     else:
         state, latest = found
     starter = ""
@@ -67,11 +72,12 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
     variant = actions.assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
     hidden = mocks.solutions_hidden_for(user, exercise)
-    # Every part's state and latest submission in two queries, not two per part.
-    states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
+    # Every part's latest submission and state in two queries, not two per part (in this
+    # order, for the reason in _one_part).
     mine = Submission.objects.filter(user=user, exercise=exercise)
     newest = mine.filter(part_id=OuterRef("part_id")).order_by("-queued_at", "-id").values("pk")
     latest = {sub.part_id: sub for sub in mine.filter(pk=Subquery(newest[:1]))}
+    states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
     parts = []
     for i, part in enumerate(spec.parts):
         html = sections.get(part.id, "")
