@@ -9,9 +9,12 @@ must name every option exactly once. Anything else raises `InvalidAnswer` listin
 
 Scores. choice: 1 or 0. multi: max(0, (right picks − wrong picks) / number of right options), the
 PrairieLearn rule. ranking: 1 − (pairs out of order) / (all pairs), i.e. one minus the normalised
-Kendall tau distance. Verdict: correct at 1, partial above 0, incorrect at 0. An answer equal to a
-known mistake (same id; same set for multi; same order for a ranking) scores 0, verdict incorrect,
-with the mistake's feedback, as for numbers.
+Kendall tau distance. Verdict: correct at 1, partial above 0, incorrect at 0.
+
+The multi rule is monotone, and nothing may break that: adding a right option never lowers the
+score, adding a wrong one never raises it. So a known mistake (same id; same set for multi; same
+order for a ranking) adds its feedback to the answer and never changes the score: a set of four
+right options that the author listed as "forgot the fifth" still earns its 0.8.
 """
 from __future__ import annotations
 
@@ -50,10 +53,12 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     if verdict != "correct":
         mistake = next((m for m in ctx.mistakes if _equals(part, m.answer, picked)), None)
         if mistake is not None:
-            # As for numbers, an answer the author flagged as a known mistake earns nothing.
-            score, verdict = 0.0, "incorrect"
+            # Feedback only: scoring a listed set differently from the same set unlisted would
+            # let the list of mistakes make the score go backwards (see the module docstring).
             mistake_name = mistake.name or "mistake"
-            feedback = mistake.feedback
+            # The tally stays beside it for multi and ranking: it says where the score came from.
+            tally = summary if (part.multi or part.type == "ranking") else ""
+            feedback = f"{mistake.feedback} {tally}".strip()
     joiner = " > " if part.type == "ranking" else ", "
     echo = joiner.join(_label(part, i) for i in picked)
     return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake_name,

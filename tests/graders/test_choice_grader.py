@@ -96,9 +96,27 @@ def test_multi_feedback_counts_without_naming() -> None:
 def test_multi_mistake_is_the_same_set() -> None:
     m = Mistake("c", ["decode", "prefill"], "Decode is not the bottleneck here.", "with_decode")
     r = grade("prefill, decode", ["prefill", "network"], multi=True, mistakes=(m,))
+    # The feedback comes with the score the set earns anyway (1 right − 1 wrong = 0 here).
     assert (r.mistake, r.score, r.verdict) == ("with_decode", 0.0, "incorrect")
-    assert r.feedback == "Decode is not the bottleneck here."
+    assert r.feedback.startswith("Decode is not the bottleneck here.")
+    assert "1 of 2 right options picked, 1 wrong pick" in r.feedback
     assert grade("decode", ["prefill", "network"], multi=True, mistakes=(m,)).mistake == ""
+
+
+def test_multi_mistake_never_takes_partial_credit_away() -> None:
+    # Four of five right options and nothing wrong, listed as a known mistake: still 0.8, as the
+    # same set scores unlisted, and more than the worse set that matches no mistake.
+    ref = ["a", "b", "c", "d", "e"]
+    part = PartSpec(id="c", type="choice", prompt="?", multi=True,
+                    options=tuple(Option(i, i.upper()) for i in [*ref, "x", "y"]))
+    m = Mistake("c", ["a", "b", "c", "d"], "Forgot e: it counts too.", "no_e")
+    listed = choice.grade(part, "a, b, c, d", GradeContext(reference=ref, mistakes=(m,)))
+    unlisted = choice.grade(part, "a, b, c, d", GradeContext(reference=ref))
+    worse = choice.grade(part, "a, b, x", GradeContext(reference=ref, mistakes=(m,)))
+    assert listed.score == unlisted.score == pytest.approx(0.8)
+    assert listed.mistake == "no_e" and "Forgot e" in listed.feedback
+    assert worse.score == pytest.approx(0.2)
+    assert worse.score < listed.score
 
 
 def test_multi_invalid() -> None:
@@ -141,7 +159,8 @@ def test_ranking_echo_and_feedback() -> None:
 def test_ranking_mistake_is_the_same_order() -> None:
     m = Mistake("c", ["prefill", "decode", "network", "disk"], "Prefill first is the trap.", "pf")
     r = grade("prefill > decode > network > disk", ORDER, kind="ranking", mistakes=(m,))
-    assert (r.mistake, r.feedback, r.score) == ("pf", "Prefill first is the trap.", 0.0)
+    assert (r.mistake, r.score) == ("pf", pytest.approx(1 - 1 / 6))
+    assert r.feedback == "Prefill first is the trap. 5 of 6 pairs in the right order."
 
 
 @pytest.mark.parametrize(
