@@ -80,12 +80,20 @@ class Model:
     qk_nope_head_dim: int | None = None
     v_head_dim: int | None = None
     q_lora_rank: int | None = None  # None: queries projected directly from the hidden state
+    # Engines keep the down-projections q_a and kv_a (hidden -> q_lora_rank, hidden -> kv_lora_rank
+    # + rope) whole on every tensor-parallel rank instead of splitting them (vLLM, SGLang).
+    tp_replicates_latent_proj: bool | None = None
     # --- MoE ----------------------------------------------------------------------------------
     n_routed_experts: int | None = None
     n_shared_experts: int | None = None  # None: no shared expert (Mixtral, Qwen3-MoE, GPT-OSS)
     experts_per_token: int | None = None  # routed experts each token uses (top-k)
     moe_ffn: int | None = None  # intermediate size of ONE expert (shared experts use it too)
     first_dense_layers: int | None = None  # leading layers with a dense MLP (DeepSeek-V3: 3)
+    # Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4): the routed experts form n_group
+    # equal groups and a token picks its experts inside its topk_group best groups. A limit on
+    # groups, which is a limit on nodes only when each group sits on one node.
+    n_group: int | None = None
+    topk_group: int | None = None
     # --- sliding window and context ------------------------------------------------------------
     sliding_window: int | None = None  # tokens a local ("L") layer keeps
     layer_pattern: str | None = None  # "L"/"G" cycle from layer 0; None = all global
@@ -196,6 +204,27 @@ class Model:
             return q + kv_a + kv_b + o
         weights = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
         return weights + self._attn_vectors_per_layer
+
+    @property
+    def latent_proj_params_per_layer(self) -> int:
+        """MLA's down-projections of one layer: q_a (hidden -> q_lora_rank, absent without a query
+        latent) and kv_a (hidden -> kv_lora_rank + rope). DeepSeek-V3: 15,138,816."""
+        if not self.is_mla:
+            raise ValueError(f"{self.name} uses {self.attention} attention: it has no latent")
+        assert self.kv_lora_rank is not None and self.qk_rope_head_dim is not None
+        return self.hidden * ((self.q_lora_rank or 0) + self.kv_lora_rank + self.qk_rope_head_dim)
+
+    def attn_params_per_layer_per_gpu(self, tp: int) -> float:
+        """Attention weights of one layer held by ONE GPU at tensor parallelism `tp`.
+
+        Everything splits by head (1/tp each) except, where `tp_replicates_latent_proj`, MLA's
+        down-projections, which every rank holds whole. DeepSeek-V3 at TP8: 15.14 M + 171.97 M / 8
+        = 36.63 M, not 187.11 M / 8 = 23.39 M.
+        """
+        if tp < 1:
+            raise ValueError(f"tp must be >= 1, got {tp}")
+        whole = self.latent_proj_params_per_layer if self.tp_replicates_latent_proj else 0
+        return whole + (self.attn_params_per_layer - whole) / tp
 
     @property
     def _attn_vectors_per_layer(self) -> int:
@@ -448,6 +477,9 @@ class GPU:
     # Total memory nvidia-smi reports, in MiB (H100 SXM 81,559; H200 143,771): more than the
     # marketed GB. None where the catalog has no verified reading.
     hbm_reported_mib: float | None = None
+    # Total memory the CUDA driver gives a process (cudaMemGetInfo), in MiB (H100 SXM 81,090): what
+    # an engine sizes its pools from and prints. None where the catalog has no verified reading.
+    hbm_driver_total_mib: float | None = None
     # Non-tensor FP32 rate (CUDA-core FMAs, 2 FLOPs each), TFLOP/s: what work done outside the
     # tensor cores runs at (H100 SXM 66.9). None where the catalog has no sourced figure.
     fp32_tflops: float | None = None
@@ -481,6 +513,19 @@ class GPU:
         reports 143,771 MiB = 150.75e9 B = 140.4 GiB, against the marketed 141 GB.
         """
         return None if self.hbm_reported_mib is None else self.hbm_reported_mib * 2**20
+
+    @property
+    def hbm_driver_total_bytes(self) -> float:
+        """Total memory as the CUDA driver reports it to a process, in bytes (MiB * 2^20).
+
+        What vLLM multiplies by gpu_memory_utilization and logs as total_gpu_memory: an H100 80GB
+        gives 81,090 MiB = 85.03e9 B = 79.19 GiB, below nvidia-smi's 81,559 MiB and above the
+        marketed 80e9 B. Raises for a GPU without a verified reading rather than guessing one.
+        """
+        if self.hbm_driver_total_mib is None:
+            raise ValueError(f"{self.name}: the catalog has no driver-reported total memory "
+                             "(hbm_driver_total_mib); add a sourced reading before using it")
+        return self.hbm_driver_total_mib * 2**20
 
     @property
     def hbm_bytes_per_s(self) -> float:
@@ -615,6 +660,9 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "experts_per_token": (int, _OPTIONAL),
             "moe_ffn": (int, _OPTIONAL),
             "first_dense_layers": (int, _OPTIONAL),
+            "n_group": (int, _OPTIONAL),
+            "topk_group": (int, _OPTIONAL),
+            "tp_replicates_latent_proj": (bool, _OPTIONAL),
             "sliding_window": (int, _OPTIONAL),
             "layer_pattern": (str, _OPTIONAL),
             "max_context": (int, _OPTIONAL),
@@ -640,6 +688,7 @@ _SCHEMAS: dict[str, tuple[type, str, dict[str, tuple[type, bool]]]] = {
             "l2_mb": (float, _REQUIRED),
             "nvlink_gbps": (float, _REQUIRED),
             "hbm_reported_mib": (float, _OPTIONAL),
+            "hbm_driver_total_mib": (float, _OPTIONAL),
             "fp32_tflops": (float, _OPTIONAL),
         },
     ),
@@ -810,7 +859,8 @@ def _check_model(filename: str, name: str, entry: Mapping[str, Any]) -> None:
             raise CatalogError(f"{where}.qkv_bias: MLA entries with biases are not modelled")
     else:
         need(("kv_heads", "head_dim"), f"{kind.upper()} attention")
-        forbid((*_MLA_FIGURES, "q_lora_rank"), f"{kind.upper()} attention has no latent")
+        forbid((*_MLA_FIGURES, "q_lora_rank", "tp_replicates_latent_proj"),
+               f"{kind.upper()} attention has no latent")
         kv_heads, q_heads = value("kv_heads"), value("q_heads")
         if kind == "mha" and kv_heads != q_heads:
             raise CatalogError(f"{where}.kv_heads: MHA needs kv_heads == q_heads")
@@ -819,6 +869,12 @@ def _check_model(filename: str, name: str, entry: Mapping[str, Any]) -> None:
 
     if any(figure in entry for figure in _MOE_FIGURES):
         need(_MOE_FIGURES, "a mixture-of-experts model")
+        if "n_group" in entry or "topk_group" in entry:
+            need(("n_group", "topk_group"), "group-limited routing names both")
+            groups, keep = value("n_group"), value("topk_group")
+            if value("n_routed_experts") % groups or not 1 <= keep <= groups:
+                raise CatalogError(f"{where}.topk_group: needs equal groups and 1 <= "
+                                   "topk_group <= n_group")
         if value("experts_per_token") > value("n_routed_experts"):
             raise CatalogError(f"{where}.experts_per_token: more than n_routed_experts")
         if "first_dense_layers" in entry:
@@ -829,8 +885,8 @@ def _check_model(filename: str, name: str, entry: Mapping[str, Any]) -> None:
             forbid(("ffn",), "every layer is MoE, so there is no dense MLP")
     else:
         need(("ffn",), "a dense model")
-        forbid(("n_shared_experts", "first_dense_layers", "expert_bias", "router_bias"),
-               "a dense model")
+        forbid(("n_shared_experts", "first_dense_layers", "expert_bias", "router_bias", "n_group",
+                "topk_group"), "a dense model")
 
     pattern = value("layer_pattern")
     if pattern is not None:

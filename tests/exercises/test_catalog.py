@@ -374,6 +374,53 @@ def test_reported_hbm():
     assert gpu("A100 SXM 80GB").hbm_reported_bytes is None
 
 
+def test_driver_total_hbm_is_what_engines_see():
+    # The driver's total sits between the marketed figure and nvidia-smi's: vLLM logs an H100 80GB
+    # as total_gpu_memory (79.19GiB), about 85.0e9 B.
+    h100 = gpu("H100 SXM")
+    assert h100.hbm_driver_total_bytes == 81_090 * 2**20
+    assert h100.hbm_driver_total_bytes / 1e9 == pytest.approx(85.03, abs=0.01)
+    assert h100.hbm_driver_total_bytes / 2**30 == pytest.approx(79.19, abs=0.005)
+    assert gpu("H200 SXM").hbm_driver_total_bytes / 2**30 == pytest.approx(139.80, abs=0.01)
+    for name in ("H100 SXM", "H200 SXM", "B200"):
+        g = gpu(name)
+        assert g.hbm_bytes < g.hbm_driver_total_bytes
+        if g.hbm_reported_bytes is not None:
+            assert g.hbm_driver_total_bytes < g.hbm_reported_bytes
+    # No verified reading: asking for one fails instead of falling back to another figure.
+    with pytest.raises(ValueError, match="no driver-reported total"):
+        _ = gpu("A100 SXM 80GB").hbm_driver_total_bytes
+
+
+def test_deepseek_v3_routing_groups_and_replicated_latent_projections():
+    m = model("DeepSeek-V3")
+    assert (m.n_group, m.topk_group) == (8, 4)
+    assert m.n_routed_experts // m.n_group == 32
+    assert "by expert group, not by node" in m.source("topk_group")
+    assert m.latent_proj_params_per_layer == 7168 * (1536 + 512 + 64) == 15_138_816
+    assert m.tp_replicates_latent_proj is True
+    assert "ReplicatedLinear" in m.source("tp_replicates_latent_proj")
+    assert m.attn_params_per_layer_per_gpu(1) == m.attn_params_per_layer
+    assert m.attn_params_per_layer_per_gpu(8) == pytest.approx(
+        15_138_816 + (187_105_280 - 15_138_816) / 8)
+    with pytest.raises(ValueError):
+        _ = model("Llama-3.1-70B").latent_proj_params_per_layer
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('moe_ffn = { value = 32, source = "cfg" }',
+     'moe_ffn = { value = 32, source = "cfg" }\nn_group = { value = 3, source = "cfg" }\n'
+     'topk_group = { value = 1, source = "cfg" }', "equal groups"),
+    ('moe_ffn = { value = 32, source = "cfg" }',
+     'moe_ffn = { value = 32, source = "cfg" }\nn_group = { value = 4, source = "cfg" }',
+     "group-limited routing names both"),
+])
+def test_routing_groups_are_checked(old, new, message):
+    assert old in MLA_MODEL
+    with pytest.raises(CatalogError, match=message):
+        parse(MLA_MODEL.replace(old, new), "models.toml")
+
+
 MLA_MODEL = """
 [sources]
 cfg = "a config file somewhere, with a path"
