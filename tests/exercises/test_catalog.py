@@ -382,14 +382,15 @@ def test_driver_total_hbm_is_what_engines_see():
     assert h100.hbm_driver_total_bytes / 1e9 == pytest.approx(85.03, abs=0.01)
     assert h100.hbm_driver_total_bytes / 2**30 == pytest.approx(79.19, abs=0.005)
     assert gpu("H200 SXM").hbm_driver_total_bytes / 2**30 == pytest.approx(139.80, abs=0.01)
-    for name in ("H100 SXM", "H200 SXM", "B200"):
+    for name in ("A100 SXM 80GB", "H100 SXM", "H200 SXM", "B200"):
         g = gpu(name)
         assert g.hbm_bytes < g.hbm_driver_total_bytes
         if g.hbm_reported_bytes is not None:
             assert g.hbm_driver_total_bytes < g.hbm_reported_bytes
+    assert gpu("A100 SXM 80GB").hbm_driver_total_bytes / 2**30 == pytest.approx(79.15, abs=0.005)
     # No verified reading: asking for one fails instead of falling back to another figure.
     with pytest.raises(ValueError, match="no driver-reported total"):
-        _ = gpu("A100 SXM 80GB").hbm_driver_total_bytes
+        _ = gpu("B200 (GB200 NVL72)").hbm_driver_total_bytes
 
 
 def test_deepseek_v3_routing_groups_and_replicated_latent_projections():
