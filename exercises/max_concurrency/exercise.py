@@ -8,8 +8,9 @@ requests of `max_model_len` tokens. The parts walk that budget: KV bytes per tok
 tensor parallelism stops splitting heads), the per-GPU budget, the pool, the logged concurrency,
 the one-line formula, and why the count is a ceiling.
 
-Conventions (stated in the statement): GPU capacity is the catalog's marketed figure read as 10^9
-bytes (research notes §0.3 of facts-q01-q25; the Q42 notes use 80 GiB instead, see the tests);
+Conventions (stated in the statement): GPU memory is the total the driver reports (the catalog's
+hbm_driver_total_mib, shown to 0.01 GB), because that is what vLLM multiplies by
+gpu_memory_utilization and what its log prints; the Q42 notes use 80 GiB instead, see the tests;
 weights are split evenly over the tensor-parallel GPUs; CUDA graphs are not in the budget (they are
 captured after the pool is sized, as vLLM does with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0).
 """
@@ -110,6 +111,11 @@ CANONICAL: dict[str, Any] = {
 # The ledger (pure arithmetic, also used by the tests to replay the research notes' table)
 
 
+def total_memory_gb(gpu_name: str) -> float:
+    """One GPU's total memory as the driver reports it to vLLM, in GB, rounded as displayed."""
+    return round(gpu(gpu_name).hbm_driver_total_bytes / 1e9, 2)
+
+
 def kv_budget_bytes(hbm_bytes: float, util: float, weight_bytes_per_gpu: float,
                     reserved_bytes: float) -> float:
     """What one GPU leaves for KV: utilisation x TOTAL memory, minus weights and the rest."""
@@ -197,9 +203,12 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
     weights_gb = _weights_gb(p)
     weights_gpu_gb = weights_gb / tp
-    requested_gb = p["util"] * g.hbm_gb
+    # vLLM multiplies the total the driver reports (torch.cuda.mem_get_info), not the marketed
+    # size: an "80 GB" H100 gives 85.03e9 B. Shown to 0.01 GB, and the answers use the shown value.
+    total_gb = total_memory_gb(p["gpu"])
+    requested_gb = p["util"] * total_gb
     reserved_gb = p["act_gb"] + p["nontorch_gb"]
-    budget_gb = kv_budget_bytes(g.hbm_gb * 1e9, p["util"], weights_gpu_gb * 1e9,
+    budget_gb = kv_budget_bytes(total_gb * 1e9, p["util"], weights_gpu_gb * 1e9,
                                 reserved_gb * 1e9) / 1e9
 
     blocks = num_blocks(budget_gb * 1e9, kv_gpu)
@@ -231,6 +240,9 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "weights_gb": weights_gb,
         "weight_dtype": "FP8" if p["weight_bytes"] == 1 else "BF16",
         "hbm_gb": g.hbm_gb,
+        "total_gb": total_gb,
+        "total_gib": total_gb * 1e9 / 2**30,
+        "total_mib": g.hbm_driver_total_mib,
         "util_pct": p["util"] * 100,
         "block": BLOCK,
         "max_num_seqs": _max_num_seqs(p["gpu"]),
@@ -252,7 +264,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "weights_per_gpu_gb": weights_gpu_gb,
         "requested_gb": requested_gb,
         "reserved_gb": reserved_gb,
-        "outside_gb": g.hbm_gb - requested_gb,
+        "outside_gb": total_gb - requested_gb,
+        "marketed_budget_gb": p["util"] * g.hbm_gb - weights_gpu_gb - reserved_gb,
         "budget_bytes": budget_gb * 1e9,
         "block_bytes": BLOCK * kv_gpu,
         "block_kib": BLOCK * kv_gpu / 1024,
@@ -352,10 +365,14 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     # -- kv_budget -----------------------------------------------------------------------------------
     budget = s["kv_budget"].value
     w_gpu, req, res = s["weights_per_gpu_gb"], s["requested_gb"], s["reserved_gb"]
-    add("kv_budget", g.hbm_gb - w_gpu - res,
-        f"You used all {g.hbm_gb:.0f} GB. The engine takes only gpu_memory_utilization = "
+    total = s["total_gb"]
+    add("kv_budget", total - w_gpu - res,
+        f"You used all {total:.2f} GB. The engine takes only gpu_memory_utilization = "
         f"{p['util']} of it: {req:.1f} GB.", "no_util")
-    add("kv_budget", p["util"] * (g.hbm_gb - w_gpu) - res,
+    add("kv_budget", p["util"] * g.hbm_gb - w_gpu - res,
+        f"You started from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the driver "
+        f"reports, {total:.2f} GB.", "marketed")
+    add("kv_budget", p["util"] * (total - w_gpu) - res,
         "gpu_memory_utilization is a fraction of the GPU's TOTAL memory, applied before anything "
         "is subtracted, not a fraction of what the weights leave.", "util_after_weights")
     add("kv_budget", req - w_gpu,
@@ -389,9 +406,12 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("pool_tokens", tokens * 2, "Twice the reference: you counted K but not V.", "k_only")
     add("pool_tokens", (req - res) * 1e9 / kv_gpu,
         "You forgot the weights in the budget.", "no_weights")
-    add("pool_tokens", (g.hbm_gb - w_gpu - res) * 1e9 / kv_gpu,
-        f"You sized the pool from all {g.hbm_gb:.0f} GB; the engine uses {p['util']} of it.",
+    add("pool_tokens", (total - w_gpu - res) * 1e9 / kv_gpu,
+        f"You sized the pool from all {total:.2f} GB; the engine uses {p['util']} of it.",
         "no_util")
+    add("pool_tokens", (p["util"] * g.hbm_gb - w_gpu - res) * 1e9 / kv_gpu,
+        f"You sized the pool from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the "
+        f"driver reports, {total:.2f} GB.", "marketed")
 
     # -- max_conc -----------------------------------------------------------------------------------------
     conc = s["max_conc"].value
