@@ -7,8 +7,9 @@ graphs' memory. The parts size the two largest tensors of the profile run from f
 the ledger to the KV pool, price the "other" memory in KV tokens, sort what vLLM measures from what
 it estimates or never sees, and ask where an OOM comes from when the sum looks fine.
 
-Conventions (stated in the statement): GPU capacity is the catalog's marketed figure read as 10^9
-bytes (research notes facts-q01-q25 §0.3; the Q44 notes use 80 GiB, see the tests); the build
+Conventions (stated in the statement): GPU memory is the total the driver reports (the catalog's
+hbm_driver_total_mib, shown to 0.01 GB), which is what vLLM multiplies by gpu_memory_utilization
+(the Q44 notes use 80 GiB, see the tests); the build
 estimates CUDA-graph memory and subtracts it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1).
 """
 from __future__ import annotations
@@ -169,8 +170,11 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     logits = logits_bytes(p["max_seqs"], m.vocab)
     weights_gb = _weights_gb(p)
     weights_gpu_gb = weights_gb / tp
-    requested_gb = p["util"] * g.hbm_gb
-    pool_gb = kv_pool_bytes(g.hbm_gb * 1e9, p["util"], weights_gpu_gb * 1e9, p["act_gb"] * 1e9,
+    # vLLM multiplies the total the driver reports (torch.cuda.mem_get_info), not the marketed
+    # size: an "80 GB" H100 gives 85.03e9 B. Shown to 0.01 GB; the answers use the shown value.
+    total_gb = round(g.hbm_driver_total_bytes / 1e9, 2)
+    requested_gb = p["util"] * total_gb
+    pool_gb = kv_pool_bytes(total_gb * 1e9, p["util"], weights_gpu_gb * 1e9, p["act_gb"] * 1e9,
                             p["nontorch_gb"] * 1e9, p["graphs_gb"] * 1e9) / 1e9
     other_gb = p["act_gb"] + p["nontorch_gb"] + p["graphs_gb"]
     kv_gpu = m.kv_bytes_per_token_per_gpu(tp, KV_DTYPE_BYTES)
@@ -201,6 +205,9 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "weights_gb": weights_gb,
         "weight_dtype": "FP8" if p["weight_bytes"] == 1 else "BF16",
         "hbm_gb": g.hbm_gb,
+        "total_gb": total_gb,
+        "total_gib": total_gb * 1e9 / 2**30,
+        "total_mib": g.hbm_driver_total_mib,
         "util_pct": p["util"] * 100,
         "setup": (f"one {p['gpu']}" if single else
                   f"{tp} × {p['gpu']}, tensor parallel across all of them (TP{tp})"),
@@ -220,7 +227,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "sampler_bytes_per_entry": SAMPLER_BYTES_PER_ENTRY,
         "weights_gpu_gb": weights_gpu_gb,
         "requested_gb": requested_gb,
-        "outside_gb": g.hbm_gb - requested_gb,
+        "outside_gb": total_gb - requested_gb,
         "other_gb": other_gb,
         "other_pct_of_pool": other_gb / pool_gb * 100,
         "kv_gpu": kv_gpu,
@@ -310,9 +317,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     pool = s["kv_pool"].value
     w, req = s["weights_gpu_gb"], s["requested_gb"]
     act, nt, gr = p["act_gb"], p["nontorch_gb"], p["graphs_gb"]
-    add("kv_pool", g.hbm_gb - w - act - nt - gr,
-        f"You used all {g.hbm_gb:.0f} GB; the engine works inside "
-        f"{p['util']} × {g.hbm_gb:.0f} = {req:.1f} GB.", "no_util")
+    total = s["total_gb"]
+    add("kv_pool", total - w - act - nt - gr,
+        f"You used all {total:.2f} GB; the engine works inside "
+        f"{p['util']} × {total:.2f} = {req:.1f} GB.", "no_util")
+    add("kv_pool", p["util"] * g.hbm_gb - w - act - nt - gr,
+        f"You started from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the driver "
+        f"reports, {total:.2f} GB.", "marketed")
     add("kv_pool", pool + gr,
         "This build estimates the CUDA graphs' memory and subtracts it before sizing the pool.",
         "no_graphs")
@@ -323,7 +334,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "You subtracted your two tensors instead of the measured activation peak. The profile run "
         "measures the whole peak, which is larger: sort buffers, softmax, attention workspace, "
         "the residual stream.", "estimate_not_measured")
-    add("kv_pool", p["util"] * (g.hbm_gb - w) - act - nt - gr,
+    add("kv_pool", p["util"] * (total - w) - act - nt - gr,
         "gpu_memory_utilization multiplies the total memory first; it is not a share of what the "
         "weights leave.", "util_after_weights")
     add("kv_pool", req - s["weights_gb"] - act - nt - gr,
