@@ -1,0 +1,132 @@
+"""The tolerance policy (graders.precision, graders.policy): the rule itself, the audit's rules
+each shown to catch a planted break, and the audit run over 300 variants of every exercise."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from exercises import registry
+from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
+from graders import policy
+from graders.precision import (
+    accepts,
+    round_sig,
+    rounding_sig,
+    stated_sig_figs,
+    states_precision,
+)
+
+VARIANTS = 300
+
+
+def number(prompt: str = "How big?", tolerance: float = 0.02, unit: str = "GB") -> PartSpec:
+    return PartSpec(id="n", type="number", prompt=prompt, unit=unit, tolerance=tolerance)
+
+
+@pytest.mark.parametrize(("x", "sig", "rounded"), [
+    (2.684, 2, 2.7), (2.65, 2, 2.7), (2.6499, 2, 2.6), (-2.65, 2, -2.7), (26389, 2, 26000),
+    (0.0012345, 3, 0.00123), (999.6, 3, 1000.0), (1.0, 2, 1.0), (0.0, 2, 0.0)])
+def test_round_sig(x: float, sig: int, rounded: float) -> None:
+    assert round_sig(x, sig) == pytest.approx(rounded, rel=1e-12)
+
+
+@pytest.mark.parametrize(("prompt", "states", "sig"), [
+    ("How much memory? Answer in GB.", False, None),
+    ("How much? (To 3 significant figures.)", True, 3),
+    ("to two significant digits", True, 2),
+    ("How many blocks? (An exact count.)", True, None),
+    ("How many replicas, rounded up?", True, None),
+    ("How many replicas would you add?", False, None),
+    ("round up to a whole replica", True, None),
+    ("to the nearest ms", True, None),
+])
+def test_what_a_prompt_states(prompt: str, states: bool, sig: int | None) -> None:
+    assert states_precision(prompt) is states
+    assert stated_sig_figs(prompt) == sig
+
+
+def test_two_figures_accepted_unless_the_prompt_states_the_precision() -> None:
+    assert rounding_sig(number()) == 2
+    assert accepts(number(), 2.7, 2.684)  # 0.6 % off: inside 2 % anyway
+    assert accepts(number(), 1.5, 1.46)  # 2.7 % off: the reference to two figures
+    assert not accepts(number(), 1.4, 1.46)  # 4 % off, and not the rounding
+    three = number("How big? (To 3 significant figures.)")
+    assert rounding_sig(three) == 3
+    assert not accepts(three, 1.5, 1.46) and accepts(three, 1.46, 1.46)
+    # At a tolerance tighter than three figures can meet, the rounded reference still counts.
+    tight = number("How big? (To 3 significant figures.)", tolerance=0.001)
+    assert accepts(tight, 1.01, 1.0051) and not accepts(tight, 1.00, 1.0051)
+    exact = number("How many blocks? (An exact count.)", tolerance=0.0, unit="")
+    assert rounding_sig(exact) is None
+    assert accepts(exact, 26389, 26389) and not accepts(exact, 26000, 26389)
+
+
+# --- the audit's rules, each on a planted break -------------------------------------------------
+
+
+def fake_spec(parts: tuple[PartSpec, ...], solution: dict[str, Any],
+              mistakes: list[Mistake] | None = None) -> ExerciseSpec:
+    module = SimpleNamespace(CANONICAL={}, generate=lambda rng: {},
+                             solve=lambda p: dict(solution), mistakes=lambda p: list(mistakes or []))
+    return ExerciseSpec(slug="fake", title="Fake", seed="Q00", topic="t", difficulty="easy",
+                        minutes=1, summary="", parts=parts, path=Path("."), module=module)
+
+
+def rules(spec: ExerciseSpec) -> set[str]:
+    return {f.rule for f in policy.audit_variant(spec, {}, "canonical")}
+
+
+def test_audit_passes_a_clean_part() -> None:
+    spec = fake_spec((number(),), {"n": Quantity(2.68, "GB")},
+                     [Mistake("n", 1.34, "K but not V.", "half")])
+    assert rules(spec) == set()
+
+
+def test_audit_catches_an_exact_count_that_does_not_say_so() -> None:
+    part = number("How many blocks does the pool hold?", tolerance=0.0, unit="")
+    assert rules(fake_spec((part,), {"n": Quantity(26389, "")})) == {"precision"}
+    # A small count rounded to two figures is itself: nothing to say.
+    assert rules(fake_spec((part,), {"n": Quantity(48, "")})) == set()
+    said = dataclasses.replace(part, prompt="How many blocks? (An exact count.)")
+    assert rules(fake_spec((said,), {"n": Quantity(26389, "")})) == set()
+
+
+def test_audit_catches_a_mistake_inside_the_tolerance_or_its_rounding() -> None:
+    inside = fake_spec((number(),), {"n": Quantity(2.68, "GB")},
+                       [Mistake("n", 2.70, "GiB?", "near")])
+    assert rules(inside) == {"mistake accepted"}
+    # 2.5 % away is outside 2 %, but typed to two figures (1.5) it is the reference's rounding.
+    rounded = fake_spec((number(),), {"n": Quantity(1.46, "GB")},
+                        [Mistake("n", 1.497, "Forgot the scales.", "no_scales")])
+    assert rules(rounded) == {"mistake accepted"}
+    three = number("How big? (To 3 significant figures.)")
+    assert rules(fake_spec((three,), {"n": Quantity(1.46, "GB")},
+                           [Mistake("n", 1.497, "Forgot the scales.", "no_scales")])) == set()
+
+
+def test_audit_catches_no_effect_accepted_for_an_effect() -> None:
+    part = number("What is the speedup? Answer as a factor.", unit="")
+    assert rules(fake_spec((part,), {"n": Quantity(0.985, "")})) == {"no effect"}
+    assert rules(fake_spec((part,), {"n": Quantity(0.95, "")})) == set()
+
+
+def test_audit_catches_a_count_at_a_rounding_boundary() -> None:
+    part = number("How many blocks? (An exact count.)", tolerance=0.0, unit="")
+    near = fake_spec((part,), {"n": Quantity(26389, ""), "n_unrounded": 26389.995})
+    assert rules(near) == {"boundary"}
+    clear = fake_spec((part,), {"n": Quantity(7, ""), "n_unrounded": 7.5})
+    assert rules(clear) == set()
+
+
+# --- every exercise -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+def test_every_number_part_keeps_the_policy_over_300_variants(slug: str) -> None:
+    found = policy.audit(registry.get(slug), VARIANTS)
+    shown = "\n".join(str(f) for f in found[:20])
+    assert not found, f"{len(found)} breaks of the tolerance policy, first ones:\n{shown}"
