@@ -1,12 +1,13 @@
 """Property tests: any text is either graded or rejected with InvalidAnswer, quickly."""
 from __future__ import annotations
 
+import math
 import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exercises.spec import Option, PartSpec, Quantity
+from exercises.spec import Mistake, Option, PartSpec, Quantity
 from graders import choice, number, text
 from graders.base import GradeContext, GradeResult, InvalidAnswer
 from graders.formula import parse_formula
@@ -52,6 +53,49 @@ def graded_or_invalid(fn, *args: object) -> object:  # noqa: ANN001 - any grader
 def test_number_grader_total(answer: str) -> None:
     r = graded_or_invalid(number.grade, NUMBER_PART, answer, NUMBER_CTX)
     assert r is None or (isinstance(r, GradeResult) and 0.0 <= r.score <= 1.0)
+
+
+def _log_distance(x: float, v: float) -> float:
+    return abs(math.log(x / v))
+
+
+@FAST
+@given(
+    ref=st.floats(1e-6, 1e9),
+    ratios=st.lists(st.floats(0.3, 3.0), max_size=4),
+    pick=st.integers(0, 4),
+    wobble=st.floats(0.95, 1.05),
+    tolerance=st.sampled_from([0.01, 0.02, 0.05]),
+)
+def test_number_names_only_the_nearest_mistake(ref: float, ratios: list[float], pick: int,
+                                               wobble: float, tolerance: float) -> None:
+    """Whenever a mistake's feedback comes back, the answer is within tolerance of it and at least
+    as near to it (in log terms) as to the reference and to every other mistake; several mistakes
+    come back together only in one message, never joined by "Or:"."""
+    mistakes = tuple(Mistake("n", ref * r, f"Feedback {i}.", f"m{i}") for i, r in enumerate(ratios))
+    bases = [ref, *(m.answer for m in mistakes)]
+    answer = f"{bases[pick % len(bases)] * wobble:.12g}"
+    part = PartSpec(id="n", type="number", prompt="?", unit="s", tolerance=tolerance)
+    r = number.grade(part, answer, GradeContext(reference=Quantity(ref, "s"), mistakes=mistakes))
+    x = r.extra["value"]
+    assert "Or:" not in r.feedback
+    if r.verdict == "correct" or not r.mistake:
+        assert not any(m.feedback in r.feedback for m in mistakes) or r.verdict == "correct"
+        if "rounding" in r.feedback:  # said only when no mistake is nearer than the reference
+            assert all(_log_distance(x, m.answer) >= _log_distance(x, ref) - 1e-9
+                       for m in mistakes)
+        return
+    named = [m for m in mistakes if m.name in r.mistake.split("|")]
+    assert named and all(m.feedback in r.feedback for m in named)
+    assert all(abs(x - m.answer) <= tolerance * m.answer * (1 + 1e-9) for m in named)
+    nearest = min(_log_distance(x, m.answer) for m in named)
+    assert nearest < _log_distance(x, ref) + 1e-9
+    assert all(nearest <= _log_distance(x, m.answer) + 1e-9 for m in mistakes)
+    if len(named) == 1:
+        assert r.feedback == named[0].feedback
+    else:
+        assert r.feedback.startswith(("Two different slips", "Three different slips",
+                                      "Four different slips"))
 
 
 @FAST

@@ -350,3 +350,213 @@ def test_authoring_errors_are_not_invalid_answers() -> None:
 )
 def test_format_value(x: float, sig: int | None, text: str) -> None:
     assert number.format_value(x, sig) == text
+
+
+# --- the nearest slip is the one named ------------------------------------------------------
+# A slip (authored mistake or detector) speaks only when the answer is within tolerance of its
+# value and nearer to it than to the reference and to every other slip.
+
+REF_100 = Quantity(100, "s")
+
+
+def test_nearer_mistake_wins_whatever_the_list_order() -> None:
+    a = Mistake("p", 130.0, "A: you added the queueing time twice.", "a")
+    b = Mistake("p", 133.0, "B: you used the peak bandwidth.", "b")
+    # 132.5 is within 2 % of both; it is nearer B, listed second.
+    assert grade("132.5", REF_100, unit="s", mistakes=(a, b)).mistake == "b"
+    assert grade("132.5", REF_100, unit="s", mistakes=(b, a)).mistake == "b"
+    assert grade("130.2", REF_100, unit="s", mistakes=(b, a)).mistake == "a"
+
+
+def test_gib_swap_value_loses_to_a_nearer_mistake() -> None:
+    # The GiB-swap value of a bare answer here is 2.5; a mistake at 2.42 is nearer to 2.455,
+    # which lies within 2 % of both.
+    near = Mistake("p", 2.42, "You left out the last layer.", "no_last_layer")
+    r = grade("2.455", mistakes=(near,))
+    assert (r.mistake, r.score, r.feedback) == ("no_last_layer", 0.0, "You left out the last layer.")
+    # Without the mistake, 2.455 is the GB/GiB slip (half credit).
+    assert grade("2.455").verdict == "partial"
+    # Nearer the swap value than the mistake: the swap is named.
+    assert "GB vs GiB" in grade("2.49", mistakes=(near,)).feedback
+
+
+def test_bits_vs_bytes_does_not_fire_when_a_mistake_is_nearer() -> None:
+    bits = KV_GB * 8  # 21.47
+    m = Mistake("p", bits * 1.025, "You counted every head, not the KV heads.", "all_heads")
+    r = grade(f"{bits * 1.02:.4f}", mistakes=(m,))  # within 2 % of both, nearer the mistake
+    assert r.mistake == "all_heads" and "bits" not in r.feedback
+    assert "bits vs bytes" in grade(f"{bits * 0.99:.4f}", mistakes=(m,)).feedback
+
+
+def test_rounding_message_only_when_no_slip_is_nearer() -> None:
+    m = Mistake("p", 106.0, "You forgot the warm-up.", "warmup")
+    # 103.5 is within 3 tolerances of 100, but nearer the mistake (though outside its 2 %).
+    r = grade("103.5", REF_100, unit="s", mistakes=(m,))
+    assert (r.verdict, r.feedback, r.mistake) == ("incorrect", "Not the expected value.", "")
+    assert "rounding" in grade("103.5", REF_100, unit="s").feedback  # no mistake: rounding
+    assert "rounding" in grade("102.5", REF_100, unit="s", mistakes=(m,)).feedback  # nearer 100
+    assert grade("104.5", REF_100, unit="s", mistakes=(m,)).mistake == "warmup"
+
+
+def test_a_mistake_no_nearer_than_the_reference_stays_silent() -> None:
+    # A badly placed mistake 4.08 % above the reference: 102.01 misses the reference's 2 % and
+    # lies inside the mistake's window, yet is nearer the reference, so the mistake is not named.
+    m = Mistake("p", 104.08, "should not show", "too_close")
+    r = grade("102.01", REF_100, unit="s", mistakes=(m,))
+    assert r.mistake == "" and "rounding" in r.feedback
+    assert grade("102.1", REF_100, unit="s", mistakes=(m,)).mistake == "too_close"
+
+
+def test_two_coinciding_mistakes_give_one_message_true_for_both() -> None:
+    a = Mistake("p", 2 * KV_GB, "You counted K and V twice.", "kv_twice")
+    b = Mistake("p", 2 * KV_GB * 1.001, "You used FP32 instead of BF16.", "fp32")
+    r = grade(f"{2 * KV_GB:.4f}", mistakes=(a, b))
+    assert r.score == 0.0 and r.verdict == "incorrect"
+    assert "Or:" not in r.feedback
+    assert "You counted K and V twice." in r.feedback and "You used FP32 instead of BF16." in r.feedback
+    assert r.feedback.startswith("Two different slips give this value in your variant")
+    assert "It may be either of these: (1)" in r.feedback
+    assert r.mistake == "kv_twice|fp32"
+    # Neither the factor-of-2 detector at the same value is claimed as well.
+    assert "factor of 2" not in r.feedback
+
+
+def test_same_feedback_twice_is_said_once() -> None:
+    a = Mistake("p", 5.0, "Same words.", "a")
+    b = Mistake("p", 5.0, "Same words.", "b")
+    r = grade("5", Quantity(1, "s"), unit="s", mistakes=(a, b))
+    assert r.feedback == "Same words." and r.mistake == "a|b"
+
+
+def test_three_coinciding_mistakes() -> None:
+    ms = tuple(Mistake("p", 50.0, f"Slip {i}.", f"s{i}") for i in range(3))
+    r = grade("50", REF_100, unit="s", mistakes=ms)
+    assert r.feedback.startswith("Three different slips") and "any of these" in r.feedback
+    assert all(f"({i + 1}) Slip {i}." in r.feedback for i in range(3))
+
+
+def test_mistake_coinciding_with_a_detector_speaks_alone() -> None:
+    # A mistake at the GiB-swap value: its feedback, no partial credit, no GiB lecture.
+    m = Mistake("p", 2.5, "You took the GiB figure from the log.", "log_gib")
+    r = grade("2.5", mistakes=(m,))
+    assert (r.score, r.feedback, r.mistake) == (0.0, "You took the GiB figure from the log.", "log_gib")
+
+
+def test_coinciding_detectors_keep_their_order() -> None:
+    # 0.7 for 70 % is both a fraction typed for a percentage and ref/100: the percent hint speaks.
+    r = grade("0.7", Quantity(70, "%"), unit="%")
+    assert "did you mean 70 %" in r.feedback and "power of ten" not in r.feedback
+
+
+def test_distance_is_relative_and_defined_at_zero() -> None:
+    assert number.distance(2, 1) == pytest.approx(number.distance(0.5, 1))  # ×2 as far as ÷2
+    assert number.distance(0, 5) == 1.0
+    assert number.distance(0, 0) == 0.0
+    assert number.distance(-1, 1) > 1.0  # across signs: farther than any same-sign value
+    assert number.distance(0.1, 0.3, abs_tolerance=1.0) == pytest.approx(0.2)
+
+
+# --- counts and rates as engineers write them ------------------------------------------------
+
+COUNT_PROMPT = "How many requests per second, KV blocks, tokens and all-reduces? (A count.)"
+
+
+def count(answer: str, ref: float, unit: str = "", prompt: str = COUNT_PROMPT,
+          tolerance: float = 0.0) -> GradeResult:
+    p = PartSpec(id="p", type="number", prompt=prompt, unit=unit, tolerance=tolerance)
+    return number.grade(p, answer, GradeContext(reference=Quantity(ref, unit)))
+
+
+@pytest.mark.parametrize(
+    ("answer", "ref", "unit", "echo"),
+    [
+        ("44.9k", 44900, "", "44.9k = 44,900"),
+        ("44.9 k", 44900, "", "44.9 k = 44,900"),
+        ("44.9K", 44900, "", "44.9K = 44,900"),
+        ("2.29M", 2.29e6, "", "2.29M = 2.29e6"),
+        ("1.5G", 1.5e9, "", "1.5G = 1.5e9"),
+        ("3T", 3e12, "", "3T = 3e12"),
+        ("3 billion", 3e9, "", "3 billion = 3e9"),
+        ("1.2e3", 1200, "", "1,200"),
+        ("1,200", 1200, "", "1,200"),
+        ("1_200", 1200, "", "1,200"),
+        ("1\u2009200", 1200, "", "1,200"),  # thin space
+        ("1\u202f200\u202f000", 1.2e6, "", "1,200,000"),  # narrow no-break spaces
+        ("1,200 requests", 1200, "", "1,200 requests = 1,200"),
+        ("1 request", 1, "", "1 request = 1"),
+        ("7 tokens", 7, "", "7 tokens = 7"),
+        ("7 tok", 7, "", "7 tok = 7"),
+        ("3 blocks", 3, "", "3 blocks = 3"),
+        ("1 block", 1, "", "1 block = 1"),
+        ("252 all-reduces", 252, "", "252 all-reduces = 252"),
+        ("2.29M requests", 2.29e6, "", "2.29M requests = 2.29e6"),
+        ("41 requests/s", 41, "1/s", "41 requests/s = 41 1/s"),
+        ("41 req/s", 41, "1/s", "41 req/s = 41 1/s"),
+        ("41 requests per second", 41, "1/s", "41 requests per second = 41 1/s"),
+        ("2460 requests/min", 41, "1/s", "2460 requests/min = 41 1/s"),
+        ("1.5k/s", 1500, "1/s", "1.5k/s = 1,500 1/s"),
+        ("44.9k tok/s", 44900, "tok/s", "44.9k tok/s = 44,900 tok/s"),
+        ("44.9k", 44900, "tok/s", "44.9k = 44,900 tok/s"),
+        ("1.2k tokens", 1200, "token", "1.2k tokens = 1,200 token"),
+        ("1.2 ktok", 1200, "token", "1.2 ktok = 1,200 token"),
+    ],
+)
+def test_counts_read_as_written(answer: str, ref: float, unit: str, echo: str) -> None:
+    r = count(answer, ref, unit)
+    assert r.verdict == "correct", r.feedback
+    assert r.echo == echo
+
+
+def test_multiplied_counts_are_exact() -> None:
+    assert count("44.9k", 44900, tolerance=0).extra["value"] == 44900.0
+    assert count("0.1k", 100, tolerance=0).extra["value"] == 100.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "unit", "message"),
+    [
+        ("7 seconds", "", "plain number without a unit; 'seconds' is a time"),
+        ("3 s", "", "'s' is a time"),
+        ("7 GB", "", "'GB' is a data size"),
+        ("7 bananas", "", "Unknown unit 'bananas'. After a count you may name what it counts"),
+        ("7 bananas/s", "1/s", "Unknown unit 'bananas'"),
+        ("2.7 Gz", "", "Unknown unit 'Gz'"),
+        ("5m", "", "'m' would mean milli"),
+        ("5 m requests", "", "'m' would mean milli"),
+        ("3B", "", "not read as billion"),
+        ("3 bn", "", "not read as billion"),
+        ("41 tokens/s", "1/s", "is a token rate"),  # this prompt's rate counts requests
+        ("7 the", "", "Unknown unit 'the'"),  # a word of the prompt, but no noun
+        ("7 blocks", "token", "Unknown unit 'blocks'"),  # a token count takes no other noun
+        ("12_34", "", "Unexpected character '_'"),
+        ("41 requests/parsec", "1/s", "Unknown unit 'parsec'"),
+    ],
+)
+def test_count_forms_refused_clearly(answer: str, unit: str, message: str) -> None:
+    prompt = "How many requests per second, KV blocks and all-reduces does it make? Tokens too."
+    if answer == "41 tokens/s":
+        prompt = "How many requests per second can one instance sustain?"
+    with pytest.raises(InvalidAnswer, match=message.replace("(", r"\(")):
+        count(answer, 7, unit, prompt=prompt)
+
+
+def test_noun_must_be_the_parts_own() -> None:
+    # A plain-number part whose prompt names requests refuses "7 tokens" with the kind message.
+    with pytest.raises(InvalidAnswer, match="'tokens' is a number of tokens"):
+        count("7 tokens", 7, prompt="How many requests wait in the queue?")
+    assert count("7 requests", 7, prompt="How many requests wait in the queue?").verdict == "correct"
+
+
+def test_lone_prefix_is_not_a_multiplier_for_data_or_time() -> None:
+    with pytest.raises(InvalidAnswer, match="'G' on its own is only a prefix.*data size, e.g. GB"):
+        grade("2.7 G")
+    with pytest.raises(InvalidAnswer, match="only a prefix"):
+        grade("2.7k", Quantity(2.7, "ms"), unit="ms")
+
+
+def test_count_with_noun_is_graded_like_the_bare_number() -> None:
+    m = Mistake("p", 600.0, "You counted only K.", "k_only")
+    p = PartSpec(id="p", type="number", prompt=COUNT_PROMPT, unit="", tolerance=0.0)
+    r = number.grade(p, "600 requests", GradeContext(reference=Quantity(1200, ""), mistakes=(m,)))
+    assert r.mistake == "k_only"
+    assert count("1.2k requests", 1200).score == 1.0
