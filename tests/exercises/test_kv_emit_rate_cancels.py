@@ -123,6 +123,9 @@ def test_variants_are_sensible_and_varied():
         assert s["rate_long"].value < s["rate_a"].value  # attention only ever lowers the rate
         assert s["rate_worst"].value == max(r["rate_gbs"] for r in s["row_data"])
     assert seen_models == set(ex.INSTANCE_GPUS)
+    # An 800 Gb/s ConnectX-8 leaves few deployments that break the link, so only about one
+    # variant in 250 draws it: look for every link over 1,000 variants, not the first 200.
+    seen_links |= {(p["link"], p["gpus_per_nic"]) for p in EX.variants(1000)}
     assert seen_links == set(ex.LINKS)
     assert len(breaker_counts) >= 4
 
