@@ -366,6 +366,17 @@ def _checked_evidence(spec: ExerciseSpec, found: Any) -> dict[str, Evidence]:
     return found
 
 
+def evidence_leaks(spec: ExerciseSpec, params: dict[str, Any]) -> list[Any]:
+    """The numbers in this variant's evidence that state a number part's answer (a label, a
+    trace arg, a series' peak, end or flat value the part would accept): the rule is
+    exercises/evidence_leaks.py's. Not run on every page view: the suite runs it over hundreds
+    of variants of each exercise, where a leak is an authoring error to fix."""
+    from exercises.evidence_leaks import find_leaks
+
+    found = evidence(spec, params)
+    return find_leaks(spec, params, solve(spec, params), found) if found else []
+
+
 def _evidence_shape_ok(ev: Evidence) -> bool:
     data = ev.data
     if not isinstance(data, dict):
