@@ -23,7 +23,10 @@ count per time ("", "1/s", "token", "tok/s", "FLOP", ...), and only there:
     words request/token. A word the prompt does not name stays an unknown unit.
 
 Verdicts. x = the answer converted to the part's unit.
-  correct   1.0  |x − ref| ≤ max(tolerance·|ref|, abs_tolerance); tolerance 0 = exact (1e-9).
+  correct   1.0  |x − ref| ≤ max(tolerance·|ref|, abs_tolerance); tolerance 0 = exact (1e-9);
+                 or x is the reference rounded as the part allows (`graders.precision`): to two
+                 significant figures unless the prompt states the precision, to N where it asks
+                 for N, never for exact counts.
                  A correct answer is always correct, whatever mistakes lie near it.
 Otherwise the answer is compared with every candidate slip: each authored mistake's value and each
 detector's value (the answer the slip would give: the GB/GiB swap of the unit typed, a fraction for
@@ -56,6 +59,7 @@ import pint
 
 from exercises.spec import Mistake, PartSpec, Quantity
 from graders.base import GradeContext, GradeResult, InvalidAnswer, Verdict, read_input
+from graders.precision import is_rounding_of
 from graders.units import (
     ParsedUnit,
     compatible,
@@ -376,7 +380,7 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     def result(score: float, verdict: Verdict, feedback: str, mistake: str = "") -> GradeResult:
         return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake, extra=extra)
 
-    if tol.matches(x, ref):
+    if tol.matches(x, ref) or is_rounding_of(part, x, ref):
         return result(1.0, "correct", f"Correct: {_with_unit(format_value(ref, sig), target)}.")
     slips = [*_authored(ctx.mistakes, target), *_detectors(got, x, ref, target)]
     group = _named_slips(x, ref, slips, tol)

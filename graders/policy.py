@@ -133,9 +133,56 @@ def _audit_mistake(part: PartSpec, m: Mistake, ref: float, flag: Any) -> None:
                                  f"({round_sig(value, sig):g}), is accepted for {ref:.6g}")
 
 
+# A figure quoted in prose: a number with an optional unit or multiplier after it ("70 %",
+# "2.5×", "8.6 s", "2.7 GB", "6K-token").
+_QUOTED = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?(%|×|x\b|[kKM]\b|[kKM]-|"
+                     r"[a-zA-Zµ]{1,4}\b)?")
+_MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6}
+
+
+def quoted_figures(text: str) -> list[tuple[float, int, str]]:
+    """(value, significant digits as written, unit text) for each figure quoted in `text`."""
+    out = []
+    for m in _QUOTED.finditer(text):
+        digits, unit = m.group(1).replace(",", ""), (m.group(2) or "").rstrip("-")
+        sig = len(digits.replace(".", "").lstrip("0").rstrip("0" if "." not in digits else "")
+                  ) or 1
+        value = float(digits)
+        if not unit:
+            continue  # a bare number in prose is a count, an exponent, "3 significant figures"
+        if unit in _MULTIPLIERS:
+            value, unit = value * _MULTIPLIERS[unit], ""
+        out.append((value, sig, "" if unit in ("×", "x") else unit))
+    return out
+
+
+def audit_quoted(spec: ExerciseSpec) -> list[Finding]:
+    """A figure the title, summary or a prompt quotes that is a number part's canonical reference,
+    rounded as written, is accepted for that part ("the 70 % rule" must not grade 70 % wrong)."""
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    solution = registry.solve(spec, params)
+    texts = [("title", spec.title), ("summary", spec.summary)]
+    texts += [(f"prompt of {p.id}", p.prompt) for p in spec.parts]
+    found = []
+    for part in (p for p in spec.parts if p.type == "number"):
+        ref = _in_unit(solution[part.id], part)
+        if ref is None or ref == 0:
+            continue
+        for where, text in texts:
+            for value, sig, unit in quoted_figures(text):
+                x = _in_unit(Quantity(value, unit), part) if unit else value
+                if x is None or x == 0 or sig < 1:
+                    continue
+                if math.isclose(round_sig(ref, sig), x, rel_tol=1e-9) and not accepts(part, x, ref):
+                    found.append(Finding(part.id, registry.CANONICAL_VARIANT, "quoted figure",
+                                         f"the {where} quotes {value:g} {unit}".rstrip()
+                                         + f", the reference {ref:.6g} as written, graded wrong"))
+    return found
+
+
 def audit(spec: ExerciseSpec, variants: int = 300) -> list[Finding]:
     """The canonical variant and `variants` generated ones, every rule."""
-    found: list[Finding] = []
+    found: list[Finding] = audit_quoted(spec)
     for variant in [registry.CANONICAL_VARIANT, *range(variants)]:
         found.extend(audit_variant(spec, registry.params_for(spec, variant), variant))
     return found

@@ -560,3 +560,30 @@ def test_count_with_noun_is_graded_like_the_bare_number() -> None:
     r = number.grade(p, "600 requests", GradeContext(reference=Quantity(1200, ""), mistakes=(m,)))
     assert r.mistake == "k_only"
     assert count("1.2k requests", 1200).score == 1.0
+
+
+# --- the reference rounded as an engineer rounds it (graders.precision) ----------------------
+
+
+def _rounding_part(prompt: str, tolerance: float = 0.02) -> PartSpec:
+    return PartSpec(id="n", type="number", prompt=prompt, unit="GB", tolerance=tolerance)
+
+
+def test_the_reference_to_two_figures_is_correct_unless_the_prompt_asks_for_more() -> None:
+    ctx = GradeContext(reference=Quantity(1.46, "GB"))
+    plain = _rounding_part("How big is it?")
+    # 1.5 is 2.7 % off 1.46, outside 2 %, but it is 1.46 written to two figures.
+    assert number.grade(plain, "1.5 GB", ctx).verdict == "correct"
+    assert number.grade(plain, "1500 MB", ctx).verdict == "correct"
+    assert number.grade(plain, "1.4 GB", ctx).verdict == "incorrect"
+    three = _rounding_part("How big is it? (To 3 significant figures.)")
+    assert number.grade(three, "1.5 GB", ctx).verdict == "incorrect"
+    assert number.grade(three, "1.46 GB", ctx).verdict == "correct"
+
+
+def test_an_exact_count_is_never_rounded() -> None:
+    part = PartSpec(id="n", type="number", prompt="How many blocks? (An exact count.)", unit="",
+                    tolerance=0.0)
+    ctx = GradeContext(reference=Quantity(26389, ""))
+    assert number.grade(part, "26,389", ctx).verdict == "correct"
+    assert number.grade(part, "26,000", ctx).verdict == "incorrect"

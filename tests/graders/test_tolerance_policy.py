@@ -69,10 +69,10 @@ def test_two_figures_accepted_unless_the_prompt_states_the_precision() -> None:
 
 
 def fake_spec(parts: tuple[PartSpec, ...], solution: dict[str, Any],
-              mistakes: list[Mistake] | None = None) -> ExerciseSpec:
+              mistakes: list[Mistake] | None = None, title: str = "Fake") -> ExerciseSpec:
     module = SimpleNamespace(CANONICAL={}, generate=lambda rng: {},
                              solve=lambda p: dict(solution), mistakes=lambda p: list(mistakes or []))
-    return ExerciseSpec(slug="fake", title="Fake", seed="Q00", topic="t", difficulty="easy",
+    return ExerciseSpec(slug="fake", title=title, seed="Q00", topic="t", difficulty="easy",
                         minutes=1, summary="", parts=parts, path=Path("."), module=module)
 
 
@@ -122,6 +122,19 @@ def test_audit_catches_a_count_at_a_rounding_boundary() -> None:
     assert rules(clear) == set()
 
 
+def test_audit_catches_a_quoted_figure_graded_wrong() -> None:
+    # "The 70 % rule" over a reference of 69.3 % at a 1 % tolerance: 70 % would be marked wrong.
+    tight = PartSpec(id="n", type="number", prompt="What is the ceiling? (To 3 significant "
+                     "figures.)", unit="", tolerance=0.01)
+    spec = fake_spec((tight,), {"n": Quantity(0.693, "")}, title="The 70 % rule")
+    assert [f.rule for f in policy.audit_quoted(spec)] == ["quoted figure"]
+    loose = dataclasses.replace(tight, tolerance=0.015)
+    assert policy.audit_quoted(fake_spec((loose,), {"n": Quantity(0.693, "")},
+                                         title="The 70 % rule")) == []
+    assert policy.quoted_figures("A 2.5× gap, a 6K-token victim, 2,684 MB, 3 figures") == [
+        (2.5, 2, ""), (6000.0, 1, ""), (2684.0, 4, "MB")]
+
+
 # --- every exercise -------------------------------------------------------------------------------
 
 
@@ -130,3 +143,28 @@ def test_every_number_part_keeps_the_policy_over_300_variants(slug: str) -> None
     found = policy.audit(registry.get(slug), VARIANTS)
     shown = "\n".join(str(f) for f in found[:20])
     assert not found, f"{len(found)} breaks of the tolerance policy, first ones:\n{shown}"
+
+
+@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+def test_the_number_grader_applies_the_same_rule(slug: str) -> None:
+    # The audit reasons with precision.accepts(); the grader must give the same verdict for the
+    # reference rounded to two and three figures, and for each listed mistake, as typed.
+    import graders
+
+    spec = registry.get(slug)
+    for variant in ("canonical", 1, 2):
+        params = registry.params_for(spec, variant)
+        solution = registry.solve(spec, params)
+        for part in (p for p in spec.parts if p.type == "number"):
+            ref = solution[part.id]
+            value = float(ref.value if isinstance(ref, Quantity) else ref)
+            unit = ref.unit if isinstance(ref, Quantity) else part.unit
+            if unit != part.unit or value == 0:
+                continue
+            tries = [round_sig(value, 2), round_sig(value, 3)]
+            tries += [float(m.answer) for m in registry.mistakes(spec, params, part.id)
+                      if isinstance(m.answer, int | float)]
+            for x in tries:
+                got = graders.grade_answer(spec, part.id, f"{x:.12g} {part.unit}".strip(), params)
+                assert (got.verdict == "correct") == accepts(part, x, value), (
+                    part.id, variant, x, value, got.verdict, got.feedback)
