@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import random
 import re
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 from exercises.spec import (
     PART_TYPES,
+    SYMBOL_KINDS,
     Evidence,
     ExerciseSpec,
     Mistake,
@@ -69,7 +71,7 @@ def _opt(data: dict[str, Any], key: str, kind: type | tuple[type, ...], default:
 _PART_KEYS = {
     "id", "type", "prompt", "points", "tolerance", "abs_tolerance", "unit", "symbols", "options",
     "multi", "key_points", "language", "time_limit_s", "memory_mb", "output_limit_kb",
-    "tolerance_reason", "sandbox_modules",
+    "tolerance_reason", "sandbox_modules", "symbol_kinds",
 }
 
 
@@ -117,6 +119,7 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
     symbols = tuple(_opt(raw, "symbols", list, [], path, f + ".symbols"))
     if ptype == "expression" and not symbols:
         raise ExerciseError(f"{_where(path, f + '.symbols')}: an expression part needs symbols")
+    kinds = _symbol_kinds(raw, ptype, tuple(str(s) for s in symbols), path, f)
     return PartSpec(
         id=pid,
         type=ptype,  # type: ignore[arg-type]
@@ -127,6 +130,7 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
                                  f + ".abs_tolerance")),
         unit=_opt(raw, "unit", str, "", path, f + ".unit"),
         symbols=tuple(str(s) for s in symbols),
+        symbol_kinds=kinds,
         options=tuple(options),
         multi=_opt(raw, "multi", bool, False, path, f + ".multi"),
         key_points=tuple(_opt(raw, "key_points", list, [], path, f + ".key_points")),
@@ -137,6 +141,21 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
         tolerance_reason=reason,
         sandbox_modules=_sandbox_modules(raw, path, f),
     )
+
+
+def _symbol_kinds(raw: dict[str, Any], ptype: str, symbols: tuple[str, ...], path: Path,
+                  f: str) -> tuple[tuple[str, Any], ...]:
+    """`symbol_kinds = { N = "count", S = "real" }`: checked against the part's own symbols."""
+    table = _opt(raw, "symbol_kinds", dict, {}, path, f + ".symbol_kinds")
+    if table and ptype != "expression":
+        raise ExerciseError(f"{_where(path, f + '.symbol_kinds')}: only for expression parts")
+    for name, kind in table.items():
+        where = _where(path, f"{f}.symbol_kinds.{name}")
+        if name not in symbols:
+            raise ExerciseError(f"{where}: not one of the part's symbols ({', '.join(symbols)})")
+        if kind not in SYMBOL_KINDS:
+            raise ExerciseError(f"{where}: {kind!r} is not one of {', '.join(SYMBOL_KINDS)}")
+    return tuple((name, table[name]) for name in symbols if name in table)
 
 
 SANDBOX_MODULE_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -241,7 +260,7 @@ def load(folder: Path) -> ExerciseSpec:
     for fn in REQUIRED_FUNCS:
         if not callable(getattr(module, fn, None)):
             raise ExerciseError(f"{_where(exercise_py, fn)}: function missing")
-    return ExerciseSpec(
+    spec = ExerciseSpec(
         slug=slug,
         title=title,
         seed=seed,
@@ -254,6 +273,9 @@ def load(folder: Path) -> ExerciseSpec:
         module=module,
         selftest=_parse_selftest(folder / "selftest.toml"),
     )
+    # A wrong symbol table is an authoring error: say so when the folder loads, not at grading.
+    symbol_values(spec, dict(module.CANONICAL))
+    return spec
 
 
 def exercise_folders(root: Path = EXERCISES_DIR) -> list[Path]:
@@ -303,6 +325,46 @@ def solve(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise ExerciseError(f"{spec.slug}: solve() gives no answer for {', '.join(missing)}")
     return solution
+
+
+def symbol_values(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The variant's own value of each expression part's symbols, from the exercise's optional
+    `symbol_values(p) -> {part_id: {symbol: value}}` (empty where it gives none), checked: a part
+    that is not an expression part, a symbol the part lacks, or a value its kind forbids (a count
+    that is not a whole number, a negative or infinite real) fails naming the exercise."""
+    fn = getattr(spec.module, "symbol_values", None)
+    if fn is None:
+        return {}
+    found = fn(dict(params))
+    where = f"exercises/{spec.slug}/exercise.py: symbol_values()"
+    if not isinstance(found, dict):
+        raise ExerciseError(f"{where}: must return a dict of part id -> {{symbol: value}}")
+    parts = {p.id: p for p in spec.parts if p.type == "expression"}
+    checked: dict[str, dict[str, float]] = {}
+    for pid, values in found.items():
+        part = parts.get(pid)
+        if part is None:
+            raise ExerciseError(f"{where}: {pid!r} is not an expression part")
+        if not isinstance(values, dict):
+            raise ExerciseError(f"{where}: {pid} must map symbols to numbers")
+        checked[pid] = {}
+        for name, value in values.items():
+            if name not in part.symbols:
+                raise ExerciseError(f"{where}: {pid}.{name} is not one of the part's symbols")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ExerciseError(f"{where}: {pid}.{name} = {value!r} is not a finite number")
+            kind = part.symbol_kind(name)
+            low = 0 if kind == "count0" else 1
+            if kind != "real" and (value != int(value) or value < low):
+                raise ExerciseError(f"{where}: {pid}.{name} = {value!r} is not a {kind} "
+                                    f"(a whole number >= {low})")
+            # 0 is allowed for a real (an overhead this variant sets to nothing): the grader
+            # then samples just above it, as formula symbols are positive.
+            if kind == "real" and value < 0:
+                raise ExerciseError(f"{where}: {pid}.{name} = {value!r} is negative")
+            checked[pid][name] = float(value)
+    return checked
 
 
 def mistakes(spec: ExerciseSpec, params: dict[str, Any], part_id: str | None = None

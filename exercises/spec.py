@@ -13,6 +13,10 @@ from types import ModuleType
 from typing import Any, Literal
 
 PartType = Literal["number", "expression", "choice", "ranking", "text", "code", "kernel"]
+# What an expression part's symbol stands for, so the grader samples it where it can live:
+# "real" a positive real (the default), "count" an integer >= 1, "count0" an integer >= 0.
+SymbolKind = Literal["real", "count", "count0"]
+SYMBOL_KINDS: tuple[str, ...] = ("real", "count", "count0")
 PART_TYPES: tuple[str, ...] = ("number", "expression", "choice", "ranking", "text", "code", "kernel")
 
 # Part types graded in the request (cheap, pure); the rest go through Celery.
@@ -41,6 +45,9 @@ class PartSpec:
     unit: str = ""
     # expression: the names a formula may use (e.g. ["S", "T", "rho"]).
     symbols: tuple[str, ...] = ()
+    # expression: (symbol, kind) for the symbols that are not positive reals, from the part's
+    # `symbol_kinds` table; pairs, not a dict, so the spec stays hashable.
+    symbol_kinds: tuple[tuple[str, SymbolKind], ...] = ()
     # choice / ranking
     options: tuple[Option, ...] = ()
     multi: bool = False
@@ -61,6 +68,10 @@ class PartSpec:
     @property
     def graded_inline(self) -> bool:
         return self.type in INLINE_TYPES
+
+    def symbol_kind(self, name: str) -> SymbolKind:
+        """The kind of one of this part's symbols ("real" unless the part says otherwise)."""
+        return dict(self.symbol_kinds).get(name, "real")
 
 
 @dataclass(frozen=True)

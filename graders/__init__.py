@@ -36,6 +36,8 @@ def context_for(spec: ExerciseSpec, part: PartSpec, params: dict[str, Any], *,
         reference=solution[part.id],
         mistakes=registry.mistakes(spec, params, part.id),
         params=params,
+        symbol_values=(registry.symbol_values(spec, params).get(part.id, {})
+                       if part.type == "expression" else {}),
         exercise_path=str(spec.path),
         mode="run" if mode == "run" else "submit",
         seed=seed,

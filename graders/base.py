@@ -75,11 +75,14 @@ class GradeContext:
 
     `reference` is the answer `solve()` gave for this part; `mistakes` are the known mistakes for
     this part only; `params` the variant; `mode` is "submit" (hidden cases) or "run" (public only).
+    `symbol_values` (expression parts) is the variant's own value of each of the part's symbols
+    that the exercise states, so equivalence is also tested where this variant lives.
     """
 
     reference: Any
     mistakes: tuple[Mistake, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
+    symbol_values: dict[str, float] = field(default_factory=dict)
     exercise_path: str = ""
     mode: Literal["submit", "run"] = "submit"
     seed: int = 0
