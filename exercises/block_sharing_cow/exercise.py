@@ -383,3 +383,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "That is the saving for the chat workload. The part asks about the reasoning one.",
         "wrong_workload")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {"saving_formula": {"n": p["n"], "P": p["prompt"], "O": p["output"]}}

@@ -397,3 +397,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     # -- why_k is a choice: every other option is listed above ---------------------------------
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    # No variant parameter sets them: typical magnitudes. An E4M3 scale is amax / 448
+    # (activations about 10, weights about 0.5); a 128-long partial sum of E4M3 products is
+    # thousands.
+    return {"block_formula": {"sa1": 0.02, "sa2": 0.05, "sb1": 0.001, "sb2": 0.004,
+                              "P1": 3000.0, "P2": 1200.0}}

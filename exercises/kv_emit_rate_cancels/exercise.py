@@ -486,3 +486,14 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "missed_moe"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    s = solve(p)
+    return {"rate_formula": {"n": p["long_prompt"], "N": s["a_n_gpus"], "kappa": s["a_kappa"],
+                             "F": s["a_tflops"] * 1e12, "M": p["mfu"],
+                             "P": s["a_active_b"] * 1e9}}

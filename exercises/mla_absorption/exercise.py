@@ -519,3 +519,12 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         if option != s["regime"]:
             out.append(Mistake("regime", option, explain, f"not_{option}"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    s = solve(p)
+    return {"per_head_formula": {"d_c": s["d_c"], "d_r": s["d_r"]}}

@@ -283,3 +283,12 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "It was not distilled after the fact: the MTP loss is part of pre-training from the start.",
         "distilled"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    s = solve(p)
+    return {"formula": {"p": s["acc"], "c": s["c"], "e": s["e"]}}

@@ -337,3 +337,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         f"That is the hit at {small}-token blocks. The part asks about {big}-token blocks.",
         "small_block")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {"bound": {"N": p["n_seqs"], "B": p["block_large"]}}

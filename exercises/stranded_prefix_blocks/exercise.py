@@ -337,3 +337,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "stranded is everything that hangs below the evicted block: every session's history.",
         "system_only")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    s = solve(p)
+    return {"stranded_formula": {"N": s["n_blocks"], "i": p["evict_index"],
+                                 "S": s["block_mb"] * 1e6}}

@@ -343,3 +343,12 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {"crossover_formula": {"C0": p["c0_us"], "c": p["c_us"], "M0": p["m0_us"],
+                                  "m": p["m_us"], "delta": p["delta_us"]}}

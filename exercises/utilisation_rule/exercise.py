@@ -302,3 +302,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
          "You put C (the CV) where the formula wants C^2."),
     ])
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The formula part's symbols in this variant: graders.expression tests equivalence around them
+# as well as over a wide range (their kinds are in exercise.toml's symbol_kinds).
+
+def symbol_values(p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {"formula": {"S": p["S"], "T": p["T99"]}}
