@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.rounding import round_sig
 
 # Conventions for what a statement leaves unsaid. "On H100 GPUs" with no count means one HGX/DGX
 # node of eight; a statement that names no weight precision gets the smallest that engines serve
@@ -183,3 +184,20 @@ def violations(module: ModuleType, params: dict[str, Any]) -> list[str]:
     """What is impossible about this variant of the exercise whose `exercise.py` is `module`."""
     claims = declared(module, params)
     return [] if claims is None else check(claims)
+
+
+def slips_show(solution: dict[str, Any], mistakes: Iterable[Any],
+               tolerances: dict[str, float], sig: int = 3) -> bool:
+    """Every listed slip of these number parts (part id -> the part's relative tolerance) stays
+    outside the tolerance, as computed and as typed to `sig` significant figures. In a variant
+    where a slip moves the answer by less, a student who made it would be graded right
+    (graders.policy holds every exercise to this), so such a variant is not drawn."""
+    for m in mistakes:
+        tol = tolerances.get(m.part)
+        if tol is None or not isinstance(m.answer, int | float):
+            continue
+        ref = float(getattr(solution[m.part], "value", solution[m.part]))
+        for typed in (float(m.answer), round_sig(float(m.answer), sig)):
+            if abs(typed - ref) <= tol * abs(ref):
+                return False
+    return True

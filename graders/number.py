@@ -57,6 +57,7 @@ from functools import lru_cache
 
 import pint
 
+from exercises.coinciding import one_message, slips_in
 from exercises.spec import Mistake, PartSpec, Quantity
 from graders.base import GradeContext, GradeResult, InvalidAnswer, Verdict, read_input
 from graders.precision import is_rounding_of
@@ -418,14 +419,8 @@ def _named_slips(x: float, ref: float, slips: list[_Slip], tol: Tolerance) -> li
 
 def _mistake_feedback(authored: list[_Slip]) -> str:
     """One authored mistake's feedback, or one message for several that asserts none of them."""
-    texts = list(dict.fromkeys(s.feedback.strip() for s in authored))
-    if len(texts) == 1:
-        return authored[0].feedback
-    count = {2: "Two", 3: "Three", 4: "Four"}.get(len(texts), str(len(texts)))
-    listed = " ".join(f"({i}) {t}" for i, t in enumerate(texts, 1))
-    which = "either" if len(texts) == 2 else "any"
-    return (f"{count} different slips give this value in your variant, so the number alone "
-            f"cannot tell which one you made. It may be {which} of these: {listed}")
+    texts = [text for s in authored for text in slips_in(s.feedback)]
+    return authored[0].feedback if len(set(texts)) == 1 else one_message(texts)
 
 
 def _authored(mistakes: tuple[Mistake, ...] | list[Mistake], target: ParsedUnit) -> list[_Slip]:

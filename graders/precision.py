@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 
+from exercises.rounding import round_sig
 from exercises.spec import PartSpec
 
 # A prompt states its precision when it says one of these (case-insensitive).
@@ -50,16 +51,6 @@ def rounding_sig(part: PartSpec) -> int | None:
     if stated is not None:
         return stated
     return None if states_precision(part.prompt) else DEFAULT_SIG
-
-
-def round_sig(x: float, sig: int) -> float:
-    """`x` rounded to `sig` significant figures, half away from zero as people round."""
-    if x == 0 or not math.isfinite(x):
-        return x
-    exp = math.floor(math.log10(abs(x))) - sig + 1
-    # The small guard keeps 2.65, stored as 2.6499999..., rounding up as it is written.
-    digits = math.floor(abs(x) / 10.0**exp + 0.5 + 1e-9)
-    return math.copysign(digits * 10.0**exp, x)
 
 
 def within(x: float, target: float, rel: float, abs_tol: float) -> bool:

@@ -20,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -273,7 +275,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, float(value), feedback, name))
 
@@ -325,3 +327,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "correct under the weak hashes the grader uses.", "sha256_only"),
     ]
     return out + choice
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No model, GPU or context in this story: is_sensible() already keeps the trace coherent.
+    return []

@@ -20,6 +20,8 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -309,7 +311,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # the grader would accept it (or it is meaningless): not a mistake here
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -383,6 +385,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "That is the saving for the chat workload. The part asks about the reasoning one.",
         "wrong_workload")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No GPU is named: the model only turns blocks into bytes. Each sample is one sequence.
+    return [
+        WithinContext(p["model"], p["prompt"] + p["output"], "a chat sample"),
+        WithinContext(p["model"], p["r_prompt"] + p["r_output"], "a reasoning sample"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

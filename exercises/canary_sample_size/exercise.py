@@ -24,6 +24,8 @@ from statistics import NormalDist
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Holds
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -228,7 +230,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         for i, old in enumerate(out):
             if old.part == part and (_close(value, float(old.answer), tol)
                                       or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -306,3 +308,11 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [Holds(p["p1_pct"] > p["p0_pct"], "the regression raises the error rate"),
+            Holds(0 < p["canary_pct"] < 100, "the canary takes a share of the traffic")]

@@ -19,6 +19,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -110,7 +112,8 @@ def is_sensible(p: dict[str, Any]) -> bool:
         s["batch"] >= 16
         and s["step_ms"] <= p["tpot_ms"]
         and 3 <= math.ceil(x) <= 60
-        and x - math.floor(x) >= 0.05 and math.ceil(x) - x >= 0.05
+        # clear of a whole number by 0.05 and by 0.5 % (the tolerance policy's boundary rule)
+        and min(x - math.floor(x), math.ceil(x) - x) >= max(0.05, 0.005 * x)
         and abs(s["prefill_share"].value - 50) >= 8
     )
 
@@ -127,10 +130,10 @@ def _weights_gb(p: dict[str, Any]) -> float:
 
 def _pool_gb(p: dict[str, Any]) -> float:
     """The replica's KV pool as the engine would report it, rounded to the GB the statement shows:
-    mem_util of the memory the driver reports, less a per-GPU reserve, less the weights."""
+    mem_util of the total the CUDA driver reports (what vLLM multiplies by gpu_memory_utilization;
+    H100: 81,090 MiB, not nvidia-smi's 81,559), less a per-GPU reserve, less the weights."""
     g = gpu(p["gpu"])
-    assert g.hbm_reported_bytes is not None
-    per_gpu = p["mem_util"] * g.hbm_reported_bytes - p["reserve_gib"] * GIB
+    per_gpu = p["mem_util"] * g.hbm_driver_total_bytes - p["reserve_gib"] * GIB
     return float(round((p["tp"] * per_gpu) / 1e9 - _weights_gb(p)))
 
 
@@ -181,6 +184,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "prefill_capacity": Quantity(prefill_cap, "tok/s"),
         "decode_capacity": Quantity(decode_cap, "tok/s"),
         "replicas": Quantity(replicas, ""),
+        "replicas_unrounded": replicas_exact,  # before the ceil (policy: boundary rule)
         "prefill_share": Quantity(share * 100, "%"),
         "price_in": Quantity(price_in, "USD/Mtok"),
         "price_out": Quantity(price_out, "USD/Mtok"),
@@ -194,6 +198,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "gemm_tflops": flops / 1e12,
         "hbm_tbps": g.hbm_tbps,
         "reported_mib": g.hbm_reported_mib,
+        "driver_mib": g.hbm_driver_total_mib,
         "weights_gb": weights_gb,
         "pool_gb": pool_gb,
         "mfu_pct": p["mfu"] * 100,
@@ -278,7 +283,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -409,3 +414,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         f"They all help, but not equally: only the ones acting on {s['bigger_side']} touch the "
         "larger share of the bill.", "everything"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits(f"{p['precision']} weights inside gpu_memory_utilization", p["gpu"], p["tp"],
+             _weights_gb(p) * 1e9, usable=p["mem_util"]),
+        Holds(_pool_gb(p) > 0, "the KV pool the statement prints is positive"),
+        WithinContext(p["model"], p["prompt"] + p["output"], "prompt plus reply"),
+    ]

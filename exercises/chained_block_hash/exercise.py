@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -268,7 +270,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # the grader would accept it: not a mistake in this variant
         for i, old in enumerate(out):
             if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, float(value), feedback, name))
 
@@ -320,3 +322,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "That assumes every one of A's full blocks is still cached (up to the cap); G's "
         "allocation evicted some of them.", "nothing_evicted")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No model, GPU or context in this story: is_sensible() already keeps the trace coherent.
+    return []

@@ -20,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim
 from exercises.registry import expose_shared_modules
 from exercises.spec import Mistake, Quantity
 
@@ -336,7 +338,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         # Two errors that land on the same number share one entry with both explanations.
         for i, old in enumerate(out):
             if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, float(value), feedback, name))
 
@@ -408,3 +410,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
 def _req(p: dict[str, Any], rid: str) -> dict[str, Any]:
     return next(r for r in p["requests"] if r["rid"] == rid)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No model, GPU or context in this story: is_sensible() already keeps the trace coherent.
+    return []

@@ -19,6 +19,8 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, HasFeature, check
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml (mistakes() skips a wrong value inside them).
@@ -32,10 +34,11 @@ TOLERANCE: dict[str, float] = {
 
 # MoE models whose hidden size splits into whole 128-channel scale groups (GPT-OSS's 2,880 does
 # not, and Mixtral's 8 experts fit inside one node, so neither makes an expert-parallel story).
-MODELS = ("DeepSeek-V3", "Qwen3-30B-A3B")
+# Node-limited routing (part 4) needs a router that limits groups: DeepSeek-V3's picks 4 of 8
+# expert groups. Qwen3-MoE and Mixtral route plain top-k, so they have no M to vary.
+MODELS = ("DeepSeek-V3",)
 DOMAINS = ("HGX H100", "HGX H200", "HGX B200")
-NODE_LIMITS = (2, 3, 4)
-TOKENS_PER_GPU = (32, 64, 96, 128, 192, 256)
+TOKENS_PER_GPU = (16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
 SCALE_BYTES = 4  # one FP32 scale per group
 DISPATCH_ELEM_BYTES = 1  # FP8 E4M3
 COMBINE_ELEM_BYTES = 2  # BF16
@@ -44,7 +47,7 @@ CANONICAL: dict[str, Any] = {
     "model": "DeepSeek-V3",
     "domain": "HGX H100",  # 8 GPUs per node, one ConnectX-7 per GPU
     "nodes": 18,  # DeepSeek's EP144 decode deployment: 18 nodes x 8 GPUs
-    "node_limit": 4,  # M: DeepSeek-V3 routes each token to experts on at most 4 nodes
+    "node_limit": 4,  # M: topk_group, 4 of 8 expert groups; 4 nodes when a group sits on one node
     "scale_group": 128,  # channels per FP32 scale in the FP8 dispatch (DeepEP's layout)
     "tokens_per_gpu": 128,  # decode tokens per GPU per step (the DeepEP benchmark's batch)
 }
@@ -65,7 +68,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
             model=name,
             domain=rng.choice(DOMAINS),
             nodes=rng.randint(4, min(max_nodes, 18)),
-            node_limit=rng.choice(NODE_LIMITS),
+            # M is the router's own group limit (topk_group), read as nodes: one group per node.
+            node_limit=model(name).topk_group,
             tokens_per_gpu=rng.choice(TOKENS_PER_GPU),
         )
         if is_sensible(p):
@@ -75,6 +79,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
 
 def is_sensible(p: dict[str, Any]) -> bool:
     """The checks generate() applies; the tests apply them to every variant too."""
+    if check(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     m = model(p["model"])
     d = domain(p["domain"])
     return (
@@ -204,7 +210,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # the grader would accept it: not a mistake in this variant
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -307,3 +313,15 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    d = domain(p["domain"])
+    return [
+        Fits("FP8 weights over the expert-parallel GPUs", d.gpu, p["nodes"] * d.gpus,
+             model(p["model"]).weight_bytes(1)),
+        HasFeature(p["model"], "group_limited_routing", "node-limited routing (part on M)"),
+    ]

@@ -29,6 +29,8 @@ from types import ModuleType
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Holds
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
@@ -343,7 +345,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # Either way round: the grader must not be able to match one value for the other.
             if old.part == part and (_close(value, float(old.answer), tol)
                                      or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -397,6 +399,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     # -- why_k is a choice: every other option is listed above ---------------------------------
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [Holds(gpu(p["gpu"]).fp8_dense_tflops is not None, f"{p['gpu']} has FP8 tensor cores")]
 
 
 # ----------------------------------------------------------------------------------------------

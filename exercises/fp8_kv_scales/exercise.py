@@ -22,6 +22,14 @@ from functools import cache
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.feasibility import (
+    NODE_GPUS,
+    UNSTATED_WEIGHT_BYTES,
+    Claim,
+    Fits,
+    Holds,
+    WithinContext,
+)
 from exercises.spec import Mistake, Quantity
 
 # ----------------------------------------------------------------------------------------------
@@ -351,17 +359,19 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "1.75 × 2^8 = 448.", "int8")
 
     add("clip_error", 100 * ROUND_BOUND,
-        f"6.25 % is the rounding bound, which only holds inside the range. {amax:,} is above "
-        f"448, so it is clipped, not rounded: the error is ({amax:,} − 448) / {amax:,}.",
+        "That is the rounding bound, which only holds inside the range. "
+        f"{amax:,} is above the largest finite E4M3 value (part 1), so it is clipped, not "
+        f"rounded: the error is ({amax:,} − that largest value) / {amax:,}.",
         "rounding_bound")
     add("clip_error", 100 * (amax - E4M3_MAX) / E4M3_MAX,
-        f"You divided the loss by the stored 448. The relative error is measured against the "
-        f"true value: ({amax:,} − 448) / {amax:,}.", "wrong_denominator")
+        "You divided the loss by the stored value, the clip threshold of part 1. The relative "
+        f"error is measured against the true value: divide by {amax:,}.", "wrong_denominator")
     add("clip_error", 100 * (amax - E4M3FNUZ_MAX) / amax,
-        "You clipped at 240, the E4M3FNUZ (AMD) limit. E4M3FN saturates at 448.", "fnuz")
+        "You clipped at 240, the E4M3FNUZ (AMD) limit (bias 8). This cache is E4M3FN (bias 7), "
+        "which saturates higher: at its largest finite value, part 1.", "fnuz")
     add("clip_error", 100 * E4M3_MAX / amax,
-        f"That is the fraction of the key that survives (448 / {amax:,}). The error is the part "
-        "that is lost: one minus it.", "kept_fraction")
+        f"That is the fraction of the key that survives (the clip threshold over {amax:,}). The "
+        "error is the part that is lost: one minus it.", "kept_fraction")
 
     add("round_bound", 100 * 2 * ROUND_BOUND,
         "12.5 % is a whole step (2^-3). Round to nearest is off by at most half a step, 2^-4. "
@@ -423,6 +433,21 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    # "on H100 GPUs": no count and no weight precision, so one node and the least precision.
+    return [
+        Fits("weights and one deployed-context request's FP8 KV", p["gpu"], NODE_GPUS,
+             m.weight_bytes(UNSTATED_WEIGHT_BYTES) + m.kv_bytes_for_tokens(p["n_dep"], 1)),
+        WithinContext(p["model"], p["n_dep"], "the deployed context"),
+        Holds(p["n_eval"] < p["n_dep"], "the eval prompts are shorter than the deployed context"),
+        Holds(gpu(p["gpu"]).fp8_dense_tflops is not None, f"{p['gpu']} has FP8 tensor cores"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

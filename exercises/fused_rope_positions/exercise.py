@@ -24,6 +24,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import NODE_GPUS, Claim, Fits, WithinContext, check
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
@@ -166,6 +168,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
 def is_sensible(p: dict[str, Any]) -> bool:
     """The position really moves (and not by exactly the range's worst case), the reference pair
     count is not on an edge, and every number part keeps two mistakes."""
+    if check(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     m = model(p["model"])
     pos = p["position"]
     err = abs(pos - bf16(pos))
@@ -176,6 +180,11 @@ def is_sensible(p: dict[str, Any]) -> bool:
     # decide the count.
     worst = max_error(pos)
     if any(abs(f * worst / math.pi - 1) < 0.005 for f in inv_freqs(m.rope_theta, m.head_dim)):
+        return False
+    # ... nor the crossing index, which the count is the ceiling of, within 0.5 % of a whole
+    # number (the tolerance policy's boundary rule: logs rounded along the way move it).
+    c = crossing(m.rope_theta, m.head_dim, worst)
+    if 0 < c < m.head_dim // 2 and min(c - math.floor(c), math.ceil(c) - c) < 0.005 * c:
         return False
     ms = mistakes(p)
     return all(sum(x.part == part for x in ms) >= 2 for part in TOLERANCE)
@@ -245,6 +254,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "saving_pct": Quantity(saving_pct, "%"),
         "bf16_position": Quantity(pos_bf16, ""),
         "scrambled_pairs": Quantity(count, ""),
+        # The count is ceil(crossing), clamped to the pairs there are (policy: boundary rule).
+        "scrambled_pairs_unrounded": min(max(crossing(m.rope_theta, d, worst), 0.0), half),
         "kernel": "kernel/reference.py",
         "culprit": "bf16_angles",
         # givens the statement prints
@@ -390,7 +401,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # Symmetric: two slips within the tolerance of the larger would be one answer.
             if old.part == part and _close(min(value, float(old.answer)),
                                            max(value, float(old.answer)), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -498,3 +509,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         f"infinite past {FP16_MAX:,.0f}. The fix is FP32 angles from integer positions.",
         "fp16"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    # "in BF16 on H100 GPUs": no count, so at most one node.
+    return [
+        Fits("BF16 weights and the prefill's KV", p["gpu"], NODE_GPUS,
+             m.weight_bytes(2) + m.kv_bytes_for_tokens(p["prefill"])),
+        WithinContext(p["model"], p["prefill"], "the profiled prefill"),
+        WithinContext(p["model"], p["position"] + 1, "the long-context token's position"),
+    ]

@@ -11,7 +11,10 @@ what to do about it.
 Memory conventions are the ones mla_tp_copy (Q22) uses, so the two exercises agree: HBM is the
 marketed size read as 10^9 bytes, times the engine's memory-utilisation fraction, minus a fixed
 reserve per GPU, minus the weights. DeepSeek-V3 runs its FP8 checkpoint (673.15 GB without the MTP
-module); the GQA model runs BF16 weights. Both caches are BF16. "32K tokens" means 32,768.
+module), split TP ways except MLA's down-projections q_a and kv_a (0.92 GB), which vLLM and SGLang
+keep whole on every rank: 85.0 GB per GPU at TP8. The GQA model runs BF16 weights. Both caches
+are BF16. "32K tokens" means 32,768. The canonical reserve is 4 GB (Q22 uses 5 GB): with 5 GB the
+DeepSeek-V3 deployment holds 16.02 sessions, too close to 16 for a whole-session count.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.spec import Mistake, Quantity
 
 MLA_MODEL = "DeepSeek-V3"
@@ -54,7 +59,7 @@ CANONICAL: dict[str, Any] = {
     "gpu": "H200 SXM",
     "tp": 8,
     "mem_util": 0.9,
-    "reserve_gb": 5,
+    "reserve_gb": 4,
     "context_k": 32,
     "sessions": 32,
 }
@@ -91,6 +96,24 @@ def mla_attention_bytes() -> int:
     """All layers' attention projections in FP8 with their scales (11.42 GB): what data-parallel
     attention replicates on every GPU."""
     return model(MLA_MODEL).layers * _fp8_bytes(_mla_attention_shapes())
+
+
+def mla_replicated_bytes() -> int:
+    """MLA's down-projections q_a and kv_a of all layers, FP8 with their scales (0.92 GB): vLLM
+    and SGLang keep them whole on every tensor-parallel rank (catalog: tp_replicates_latent_proj)."""
+    m = model(MLA_MODEL)
+    if not m.tp_replicates_latent_proj:
+        return 0
+    q_a, _, kv_a, _, _ = _mla_attention_shapes()
+    assert q_a[0] * q_a[1] + kv_a[0] * kv_a[1] == m.latent_proj_params_per_layer
+    return m.layers * _fp8_bytes([q_a, kv_a])
+
+
+def mla_weights_per_gpu_bytes(tp: int) -> float:
+    """The FP8 checkpoint on one GPU at TP `tp`: split `tp` ways but for the replicated
+    down-projections (84.95e9 B at TP8, not 673.15e9 / 8 = 84.14e9)."""
+    whole = mla_replicated_bytes()
+    return (mla_checkpoint_bytes() - whole) / tp + whole
 
 
 def mla_checkpoint_bytes() -> int:
@@ -144,6 +167,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
 def is_sensible(p: dict[str, Any]) -> bool:
     """Both pools are real, the MLA deployment holds at least one session, the fit verdicts are
     at least 10 % clear of the workload, and the whole-session count does not sit on an integer."""
+    if check(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     s = solve(p)
     if s["mla_budget"] < 5 or s["gqa_budget"] < 5:
         return False
@@ -152,7 +177,9 @@ def is_sensible(p: dict[str, Any]) -> bool:
         return False
     if abs(n - cap_m) < 0.1 * n or abs(n - cap_g) < 0.1 * n:
         return False
-    if not 0.02 <= cap_m - math.floor(cap_m) <= 0.98:
+    # Clear of a whole number by 0.02 and by 0.5 % (the tolerance policy's boundary rule).
+    frac = cap_m - math.floor(cap_m)
+    if min(frac, 1 - frac) < max(0.02, 0.005 * cap_m):
         return False
     ms = mistakes(p)
     return all(sum(m.part == part for m in ms) >= 2 for part in TOLERANCE)
@@ -179,7 +206,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
     # Budgets, displayed to 0.1 GB and used as displayed.
     usable = g.hbm_gb * util
-    mla_w = round(mla_checkpoint_bytes() / tp / 1e9, 1)
+    mla_w = round(mla_weights_per_gpu_bytes(tp) / 1e9, 1)
     gqa_w = round(gq.weight_bytes(2) / tp / 1e9, 1)
     mla_budget = round(usable - mla_w - reserve, 1)
     gqa_budget = round(usable - gqa_w - reserve, 1)
@@ -197,6 +224,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "gqa_gpu": Quantity(gqa_gpu, "B"),
         "mla_gpu": Quantity(mla_gpu, "B"),
         "mla_sessions": Quantity(math.floor(mla_cap), ""),
+        "mla_sessions_unrounded": mla_cap,  # before the floor (policy: boundary rule)
         "which_fits": fits,
         # givens the statement prints
         "gqa_layers": gq.layers,
@@ -237,11 +265,18 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "need_mla_gb": n * session_mla / 1e9,
         "need_gqa_gb": n * session_gqa / 1e9,
         "naive_mla_cap": mla_budget * 1e9 / (context * mla_token / tp),
-        # The fixes, priced: DP attention's replicated weights; FlashMLA's FP8 row (512 FP8 + 4
-        # FP32 scales + 64 BF16 RoPE values per layer) against the BF16 row.
-        "dp_extra_gb": round(mla_attention_bytes() / 1e9, 2) * (tp - 1) / tp,
-        "fp8_row": (mla.kv_lora_rank + math.ceil(mla.kv_lora_rank / FP8_BLOCK) * SCALE_BYTES
-                    + mla.qk_rope_head_dim * 2),
+        "naive_mla_sessions": math.floor(mla_budget * 1e9 / (context * mla_token / tp)),
+        # The fixes, priced: DP attention's replicated weights (the split part of attention;
+        # q_a and kv_a were whole on every GPU already); the FP8 row vLLM and SGLang cache
+        # DeepSeek-V3 in (all 512 + 64 values FP8, one per-tensor scale) against the BF16 row.
+        # FlashMLA's 656-B fp8_ds_mla row is DeepSeek-V3.2's format, not this model's.
+        "dp_extra_gb": (round(mla_attention_bytes() / 1e9, 2)
+                        - round(mla_replicated_bytes() / 1e9, 2)) * (tp - 1) / tp,
+        "fp8_row": (mla.kv_lora_rank + mla.qk_rope_head_dim) * 1,
+        "fp8_ds_mla_row": (mla.kv_lora_rank
+                           + math.ceil(mla.kv_lora_rank / FP8_BLOCK) * SCALE_BYTES
+                           + mla.qk_rope_head_dim * 2),
+        "naive_mla_w": round(mla_checkpoint_bytes() / tp / 1e9, 1),
         "mla_fits": n <= mla_cap,
         "gqa_fits": n <= gqa_cap,
         "fits_label": {
@@ -318,7 +353,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -398,3 +433,20 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         if option != s["which_fits"]:
             out.append(Mistake("which_fits", option, explain, f"not_{option}"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    tokens = p["context_k"] * 1024
+    return [
+        Fits(f"{p['gqa_model']} BF16 weights inside the memory setting", p["gpu"], p["tp"],
+             model(p["gqa_model"]).weight_bytes(2), usable=p["mem_util"]),
+        Fits("DeepSeek-V3 FP8 weights inside the memory setting", p["gpu"], p["tp"],
+             model("DeepSeek-V3").weight_bytes(1), usable=p["mem_util"]),
+        # Whether the sessions fit is the question, so only the names are checked.
+        Fits("the sessions' KV", p["gpu"], p["tp"], 0.0, asked=True),
+        WithinContext(p["gqa_model"], tokens, "a session's context"),
+        WithinContext("DeepSeek-V3", tokens, "a session's context"),
+    ]

@@ -22,6 +22,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -109,6 +111,8 @@ def is_sensible(p: dict[str, Any]) -> bool:
     """Rows are distinct; no row sits within 15 % of the link budget (the verdict is not a rounding
     question); some rows break the link and some do not; the fastest row leads the next by 5 %;
     attention moves part 3 at least 5 % away from part 2."""
+    if check(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     keys = [tuple(r) for r in p["rows"]]
     if len(set(keys)) != len(keys) or model(keys[0][0]).is_mla:
         return False
@@ -330,7 +334,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -486,6 +490,19 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "missed_moe"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    claims: list[Claim] = []
+    for name, gpu_name, precision in p["rows"]:
+        m = model(name)
+        claims.append(Fits(f"{name} {precision} weights on its prefill instance", gpu_name,
+                           INSTANCE_GPUS[name], m.weight_bytes(1 if precision == "FP8" else 2)))
+    claims.append(WithinContext(p["rows"][0][0], p["long_prompt"], "row A's long prompt"))
+    return claims
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ the pool in blocks, the decode step at which it runs dry, the concurrency cap th
 preempt, the metric that confirms the diagnosis, the ledger itself as code, the cap's capacity in
 requests per second, and why the fix is a cap tested against queueing rather than more blocks.
 
-Conventions (printed by the statement): the GPU's total memory is what nvidia-smi reports rounded
-to a whole GiB (the research notes' 80 GiB for an H100, 140 GiB for an H200); vLLM's requested
-memory is gpu_memory_utilization x total; the weights, the profile run's activation peak, memory
+Conventions (printed by the statement): the GPU's total memory is what the CUDA driver reports to
+the process (the catalog's hbm_driver_total_mib: 81,090 MiB = 79.19 GiB for an H100, the
+total_gpu_memory vLLM logs), not nvidia-smi's figure nor the research notes' round 80 GiB; vLLM's
+requested memory is gpu_memory_utilization x total; the weights, the profile run's activation peak, memory
 allocated outside PyTorch and the CUDA-graph estimate are subtracted from it. Decode steps read
 all weights plus every running request's KV once (MoE: at these batch sizes every expert is hit).
 """
@@ -22,12 +23,14 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.spec import Evidence, Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
 # inside them (it would be graded correct, so its feedback could never be shown).
 TOLERANCE: dict[str, float] = {
-    "pool_blocks": 0.0,
+    "pool_blocks": 0.002,
     "exhaust_step": 0.0,
     "cap_worst": 0.0,
     "cap_capacity": 0.02,
@@ -46,8 +49,8 @@ DEPLOYMENTS: tuple[tuple[str, str], ...] = (
 PROMPTS = (800, 1000, 1200, 1500, 2000, 2500, 3000)
 OUT_MEANS = (1200, 1500, 1800, 2000, 2200, 2500, 3000)
 OUT_MAXES = (2500, 3000, 3500, 4000, 5000, 6000, 8000)
-BURSTS = (128, 192, 256, 384, 512)
-ACT_GIB = (3.0, 4.0, 5.0)
+BURSTS = (128, 160, 192, 224, 256, 320, 384, 448, 512)
+ACT_GIB = (3.0, 3.5, 4.0, 4.5, 5.0)
 LOAD = (0.7, 0.75, 0.8)  # offered load as a share of the cap's capacity
 
 CANONICAL: dict[str, Any] = {
@@ -104,12 +107,15 @@ def is_sensible(p: dict[str, Any]) -> bool:
     if not _shape_ok(p) or p["rate"] <= 0:
         return False
     s = solve(p)
+    x = s["cap_worst_unrounded"]
     return (
         1 <= s["exhaust_step"].value <= p["out_mean"] / 4  # dry early in the replies
         # ... before even the shortest reply in the evidence's spread has ended
         and s["exhaust_step"].value < 2 * p["out_mean"] - p["out_max"]
         and 8 <= s["cap_worst_n"] < s["cap_mean_n"] < p["n"]
         and s["rho_worst"] < 0.9
+        # the cap clear of a whole number by 0.5 % (the tolerance policy's boundary rule)
+        and (x == math.floor(x) or min(x - math.floor(x), math.ceil(x) - x) >= 0.005 * x)
     )
 
 
@@ -121,9 +127,10 @@ def _blocks(tokens: int, block: int) -> int:
     return -(-tokens // block)
 
 
-def _total_gib(p: dict[str, Any]) -> int:
-    # What the driver reports, rounded to a whole GiB (research notes: 80 GiB H100, 140 GiB H200).
-    return round(gpu(p["gpu"]).hbm_reported_mib / 1024)
+def _total_gib(p: dict[str, Any]) -> float:
+    # What the CUDA driver reports to the process, the total vLLM multiplies by
+    # gpu_memory_utilization (H100: 81,090 MiB = 79.19 GiB; H200: 143,156 MiB = 139.80 GiB).
+    return gpu(p["gpu"]).hbm_driver_total_bytes / GIB
 
 
 def _weights_gb(p: dict[str, Any]) -> float:
@@ -218,8 +225,11 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     return {
         # part answers
         "pool_blocks": Quantity(blocks, ""),
+        "pool_blocks_unrounded": pool_bytes / (kv * B),  # before the floor (boundary rule)
         "exhaust_step": Quantity(exhaust, ""),
         "cap_worst": Quantity(cap_worst, ""),
+        # floor(floor(x) / w) = floor(x / w): the real value is the unfloored pool over w.
+        "cap_worst_unrounded": pool_bytes / (kv * B) / worst_blocks,
         "next_check": "preemption_metrics",
         "ledger": "code/reference.py",
         "cap_capacity": Quantity(worst_row["capacity"], "1/s"),
@@ -234,6 +244,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "kv_heads": m.kv_heads,
         "head_dim": m.head_dim,
         "hbm_tbps": g.hbm_tbps,
+        "driver_mib": g.hbm_driver_total_mib,
         "reported_mib": g.hbm_reported_mib,
         "reported_gib": g.hbm_reported_mib / 1024,
         "eta_pct": p["eta"] * 100,
@@ -329,7 +340,9 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
     blocks = _pool_blocks(p)
     cap = _cap_worst(p)
     series = []
-    for label, seqs in ((f"max_num_seqs = {p['n']}", p["n"]), (f"max_num_seqs = {cap}", cap)):
+    # The capped run is named after part 3, not by its number, and shows no running count (it
+    # sits at the cap): either would print part 3's answer (exercises/evidence_leaks.py).
+    for label, seqs in ((f"max_num_seqs = {p['n']}", p["n"]), ("the cap of part 3", cap)):
         res = _scaled_run(p, seqs)
         used, running, pre = [], [], []
         total = 0
@@ -339,11 +352,12 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
             used.append([x, round(100 * st.used_blocks / blocks, 2)])
             running.append([x, st.running])
             pre.append([x, total])
-        series += [
-            {"label": f"KV pool used ({label})", "unit": "%", "points": used},
-            {"label": f"running requests ({label})", "unit": "requests", "points": running},
-            {"label": f"preemptions so far ({label})", "unit": "preemptions", "points": pre},
-        ]
+        series.append({"label": f"KV pool used ({label})", "unit": "%", "points": used})
+        if seqs == p["n"]:
+            series.append({"label": f"running requests ({label})", "unit": "requests",
+                           "points": running})
+        series.append({"label": f"preemptions so far ({label})", "unit": "preemptions",
+                       "points": pre})
     return {
         "ledger": Evidence(
             title="The burst through the block ledger",
@@ -355,7 +369,7 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
                      f"(mean {p['out_mean']:,}). Simulated one block at a time (a point each time "
                      f"a request needs a new {p['block']}-token block): current-length admission, "
                      "LIFO preemption by recompute, once with every request admitted and once "
-                     f"with the cap of {cap}."),
+                     "with the cap of part 3."),
         )
     }
 
@@ -384,7 +398,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -392,15 +406,26 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     reserved = (p["act_gib"] + p["nontorch_gib"] + p["graphs_gib"]) * GIB
     w = s["weights_gb"] * 1e9
     add("pool_blocks", math.floor((p["util"] * s["total_gib"] * 1e9 - w - reserved) / bb),
-        f"You read the {s['total_gib']} GiB of the GPU as {s['total_gib']} GB (10^9 B). The "
-        "memory budget is in GiB: 0.9 x total GiB.", "gb_not_gib")
+        f"You read the {s['total_gib']:.2f} GiB of the GPU as {s['total_gib']:.2f} GB (10^9 B). "
+        "The memory budget is in GiB: 0.9 x total GiB.", "gb_not_gib")
+    driver = (f"vLLM multiplies gpu_memory_utilization by the total the CUDA driver reports to "
+              f"the process, {s['driver_mib']:,.0f} MiB = {s['total_gib']:.2f} GiB (the "
+              "total_gpu_memory its start-up log prints).")
+    if s["reported_mib"] is not None:
+        add("pool_blocks", math.floor((round(p["util"] * s["reported_gib"], 4) * GIB - w
+                                       - reserved) / bb),
+            f"That starts from the {s['reported_mib']:,.0f} MiB nvidia-smi shows. {driver}",
+            "nvidia_smi")
+        whole = round(s["reported_gib"])
+        add("pool_blocks", math.floor((round(p["util"] * whole, 4) * GIB - w - reserved) / bb),
+            f"That starts from a round {whole} GiB. {driver}", "round_total")
     add("pool_blocks", math.floor((s["requested_gib"] * GIB - w - reserved + p["graphs_gib"] * GIB)
                                   / bb),
         f"You left out the {p['graphs_gib']} GiB CUDA-graph estimate; this vLLM subtracts it "
         "before sizing the pool.", "no_graphs")
     add("pool_blocks", math.floor((s["total_gib"] * GIB - w - reserved) / bb),
-        f"You used all {s['total_gib']} GiB. vLLM works inside gpu_memory_utilization x total = "
-        f"{s['requested_gib']:g} GiB.", "no_util")
+        f"You used all {s['total_gib']:.2f} GiB. vLLM works inside gpu_memory_utilization x "
+        f"total = {s['requested_gib']:g} GiB.", "no_util")
     add("pool_blocks", math.floor((s["requested_gib"] * GIB - s["weights_gb"] * GIB - reserved)
                                   / bb),
         f"The weights are {s['weights_gb']} GB = {s['weights_gib']:.2f} GiB; you subtracted "
@@ -412,14 +437,14 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("exhaust_step", t + 1,
         f"One step late. At decode step t a request writes the KV of the token sampled at step "
         f"t - 1, so it holds prompt + t = {P} + t tokens; the first t where {n} x "
-        f"blocks({P} + t) > {s['pool_blocks'].value:,} is {t}. (Counting tokens instead of blocks, "
+        f"blocks({P} + t) exceeds the pool of part 1 is {t}. (Counting tokens instead of blocks, "
         "or numbering the prefill as step 1, also lands here.)", "off_by_one")
     add("exhaust_step", s["exhaust_ctx"],
         f"That is the context length at which the pool runs dry ({P} + {t}). The part asks for "
         "the decode step: tokens generated after the prompt.", "context_not_step")
     add("exhaust_step", max(1, t - 1),
         f"One step early: at step {t - 1} the {n} requests need {n} x {s['per_req_blocks']} = "
-        f"{s['exhaust_prev_need']:,} blocks, which still fit in {s['pool_blocks'].value:,}.",
+        f"{s['exhaust_prev_need']:,} blocks, which still fit in the pool of part 1.",
         "early")
 
     add("cap_worst", s["cap_mean_n"],
@@ -433,8 +458,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "That uses the average footprint over a maximal reply (prompt + max/2). Averages are "
         "fine for a steady-state estimate, but they do not guarantee no preemption.", "half_max")
     add("cap_worst", round(s["cap_worst_frac"]),
-        f"{s['pool_blocks'].value:,} / {s['worst_blocks']} = {s['cap_worst_frac']:.2f}: round "
-        "down, a fraction of a request does not fit.", "rounded_up")
+        f"The pool of part 1 over {s['worst_blocks']} blocks a request is {s['cap_worst_frac']:.2f}: "
+        "round down, a fraction of a request does not fit.", "rounded_up")
 
     cap = s["cap_capacity"].value
     n_w = s["cap_worst_n"]
@@ -443,13 +468,14 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         f"depends on the mean reply, {p['out_mean']:,} tokens.", "max_reply")
     t_w = s["weights_read_ms"] / 1e3
     add("cap_capacity", n_w / (p["out_mean"] * t_w),
-        f"You timed a step by the weights alone. With {n_w} requests the step also reads "
-        f"{n_w} x {s['ctx_mean']:,.0f} tokens of KV, which more than doubles it.", "no_kv_read")
+        "You timed a step by the weights alone. At part 3's cap every request in the step also "
+        f"reads its KV, {s['ctx_mean']:,.0f} tokens on average, which more than doubles it.",
+        "no_kv_read")
     add("cap_capacity", cap / p["eta"],
         f"You used the full {s['hbm_tbps']} TB/s. The statement says a decode step reaches "
         f"{s['eta_pct']:.0f} % of it.", "no_eta")
     add("cap_capacity", queue_row(p, n)["capacity"],
-        f"That is the capacity of {n} slots, but {n} requests do not fit: the cap is {n_w}.",
+        f"That is the capacity of {n} slots, but {n} requests do not fit: use part 3's cap.",
         "uncapped")
     add("cap_capacity", n_w / s["service_worst_s"] * p["out_mean"],
         "That is tokens per second, not requests per second: divide by the mean reply.",
@@ -468,3 +494,16 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                        "recompute work because requests keep being preempted. The counters say "
                        "that directly.", "profile"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits("BF16 weights inside gpu_memory_utilization", p["gpu"], 1, _weights_gb(p) * 1e9,
+             usable=p["util"]),
+        Holds(_pool_bytes(p) > 0, "the KV pool is positive"),
+        WithinContext(p["model"], p["prompt"] + p["out_max"], "a prompt plus the longest reply"),
+        Holds(p["out_mean"] < p["out_max"], "the mean reply is below the cap"),
+    ]

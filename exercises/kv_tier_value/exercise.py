@@ -27,13 +27,15 @@ import random
 from typing import Any
 
 from exercises.catalog import drive, gpu, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
     "dram_value": 0.02,
     "nvme_value": 0.03,
     "drives_small": 0.0,
-    "ssd_days": 0.02,
+    "ssd_days": 0.01,
 }
 
 NODE_GPUS = 8  # an HGX board: eight GPUs, each with its own PCIe Gen5 x16 link to the host
@@ -173,6 +175,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "nvme_value": Quantity(b_local["value_us"], "us"),
         "tiers": worth,
         "drives_small": Quantity(drives_small, ""),
+        "drives_small_unrounded": small_node_need / read_bps,  # floor + 1 of this (boundary)
         "ssd_days": Quantity(days, "day"),
         "wear_fixes": list(FIXES),
         # givens the statement prints
@@ -293,7 +296,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -385,7 +388,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == "tiers" and set(old.answer) == set(ids):
-                out[i] = Mistake("tiers", old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake("tiers", old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake("tiers", ids, feedback, name))
 
@@ -424,3 +427,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "read again; admit the ones that will be.", "write_all"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits("the big model's BF16 weights on the node", p["gpu"], NODE_GPUS,
+             model(p["big"]).weight_bytes(2)),
+        Fits("the small model's BF16 weights on one GPU", p["gpu"], 1,
+             model(p["small"]).weight_bytes(2)),
+    ]

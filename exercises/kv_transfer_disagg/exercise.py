@@ -17,6 +17,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -313,7 +315,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         # Two errors that land on the same number share one entry with both explanations.
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -428,3 +430,17 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    seq = p["prompt"] + p["output"]
+    return [
+        Fits("BF16 weights and one request's KV", p["gpu"], p["tp"],
+             m.weight_bytes(2) + m.kv_bytes_for_tokens(seq)),
+        Holds(_pool_gb(p) > 0, "the decode instance's KV pool is positive"),
+        WithinContext(p["model"], seq, "prompt plus output"),
+    ]

@@ -21,6 +21,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -339,7 +341,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         # Two errors that land on the same number share one entry with both explanations.
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -393,8 +395,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     tokens = s["pool_tokens"].value
     budget_b = s["budget_bytes"]
     add("pool_tokens", budget_b / s["kv_model"],
-        f"You divided one GPU's budget by the whole model's KV per token. Each GPU stores only its "
-        f"share of every token, {kv_gpu:,} B.", "whole_model_kv")
+        "You divided one GPU's budget by the whole model's KV per token. Each GPU stores only its "
+        "share of every token: divide by the per-GPU KV bytes of part 1.", "whole_model_kv")
     add("pool_tokens", tokens * tp,
         f"The {tp} GPUs' pools are not added: every token lives on all {tp} GPUs at once (each "
         "holds its heads), so the pool holds as many tokens as one GPU's share allows.",
@@ -474,6 +476,19 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits("weights inside gpu_memory_utilization", p["gpu"], p["tp"], _weights_gb(p) * 1e9,
+             usable=p["util"]),
+        # vLLM refuses a --max-model-len beyond the model's max_position_embeddings.
+        WithinContext(p["model"], p["max_model_len"], "--max-model-len"),
+        Holds(p["avg_tokens"] <= p["max_model_len"], "the mean request fits max_model_len"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, HasFeature
 from exercises.spec import Mistake, Quantity
 
 MLA_MODEL = "DeepSeek-V3"  # the only MLA model in the catalog; every variant uses it
@@ -45,8 +47,11 @@ GPUS = ("H100 SXM", "H200 SXM", "B200")
 # data-parallel attention (every GPU runs all heads for its own requests), DeepSeek's own decode;
 # 16 is plain TP over two 8-GPU nodes.
 ATTN_TP = (1, 2, 4, 8, 16)
-# "fp8" is FlashMLA's blockwise layout; "fp8_tensor" is the whole row in FP8 under one per-tensor
-# scale (vLLM's and SGLang's FP8 KV cache for MLA).
+# "fp8" is FlashMLA's blockwise layout, 656 B per token and layer (`fp8_ds_mla`, which vLLM uses
+# for DeepSeek-V3.2's sparse attention: FlashMLASparseBackend shapes its cache (blocks, block size,
+# 656));
+# "fp8_tensor" is the whole row in FP8 under one per-tensor scale, 576 B (vLLM's and SGLang's FP8
+# KV cache for DeepSeek-V3, whose cache row is head_size = 576 one-byte values).
 CACHES = ("bf16", "fp8", "fp8_tensor")
 # GQA models to compare with: their decode intensity is the group size q_heads / kv_heads
 # (2 for the Gemmas, 4 for Llama-3.1-8B and Mixtral, 8 for most, 16 for Llama-3.1-405B).
@@ -210,6 +215,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "gqa_intensity": Quantity(gqa, "FLOP/B"),
         "regime": regime,
         "s_cross": Quantity(s_cross, ""),
+        "s_cross_unrounded": max(1.0, cross_exact),  # before the ceil (boundary rule)
         # givens the statement prints
         "layers": m.layers,
         "q_heads": m.q_heads,
@@ -324,10 +330,11 @@ def _cache_text(p: dict[str, Any], s: dict[str, Any]) -> dict[str, str]:
                 f"each, {s['fp8_tensor_row_bytes']} B, with its single scale stored once.")
     else:
         rule = (  # wrapped as the statement used to be
-            f"- **FP8 cache** (where the variant uses it): FlashMLA's layout, the {s['d_c']} latent "
-            f"values in FP8, one\n  FP32 scale per {FP8_SCALE_GROUP} of them, and the RoPE key kept "
-            "in BF16. The kernel dequantises to BF16 and\n  runs its matrix products on BF16 "
-            "tensor cores.")
+            f"- **FP8 cache** (where the variant uses it): FlashMLA's `fp8_ds_mla` layout, the "
+            f"{s['d_c']} latent values in FP8, one\n  FP32 scale per {FP8_SCALE_GROUP} of them, and "
+            "the RoPE key kept in BF16 (vLLM uses this format for DeepSeek-V3.2's sparse\n  "
+            "attention; for DeepSeek-V3 itself its FP8 cache is the per-tensor row). The kernel "
+            "dequantises to BF16 and\n  runs its matrix products on BF16 tensor cores.")
         note = ""
     return {"fp8_rule": rule, "fp8_tensor_note": note}
 
@@ -414,7 +421,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # graded correct anyway (or meaningless): not a mistake in this variant
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -453,8 +460,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             f"The row is {s['d_c']} + {s['d_r']} wide: the RoPE key is cached and read too.",
             "no_rope_bytes")
         add("intensity", 2.0 * heads,
-            "That is the rule of thumb 2·h. The exact count is h·(4·d_c + 2·d_r)/(2·(d_c + d_r)) "
-            "= 1.89·h for a BF16 row.", "rule_of_thumb")
+            "That is the rule of thumb 2·h. The exact count is h times part 1's FLOPs per head "
+            "and cached token over the row's bytes, 1.89·h for a BF16 row.", "rule_of_thumb")
     elif p["cache"] == "fp8":
         add("intensity", lf / (s["d_c"] + s["d_r"]),
             f"The FP8 row is not {s['d_c'] + s['d_r']} B: the RoPE key stays in BF16 and the "
@@ -510,15 +517,24 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     # -- regime -------------------------------------------------------------------------------
     if caps is None:
-        explain = (f"Intensity {it:.1f} FLOP/B against a ridge of {s['ridge']:.1f} FLOP/B "
-                   f"({s['ridge_calc']}): {s['ridge_pct']:.0f} % of the ridge.")
+        # Part 3's intensity is not printed here (nor its share of the ridge, which gives it).
+        explain = (f"Compare part 3's intensity with a ridge of {s['ridge']:.1f} FLOP/B "
+                   f"({s['ridge_calc']}).")
     else:
-        explain = (f"Intensity {it:.1f} FLOP/B against an attainable ridge of {s['ridge']:.1f} "
-                   f"FLOP/B = {s['ridge_calc']}: {s['ridge_pct']:.0f} % of the ridge.")
+        explain = (f"Compare part 3's intensity with an attainable ridge of {s['ridge']:.1f} "
+                   f"FLOP/B = {s['ridge_calc']}.")
     for option in ("compute", "near_ridge", "memory"):
         if option != s["regime"]:
             out.append(Mistake("regime", option, explain, f"not_{option}"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [HasFeature("DeepSeek-V3", "mla"),
+            HasFeature(p["gqa_model"], "gqa", "the comparison model's grouped-query cache")]
 
 
 # ----------------------------------------------------------------------------------------------

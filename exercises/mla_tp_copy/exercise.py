@@ -12,7 +12,9 @@ Capacity convention (research notes facts-q01-q25 §0.3 and Appendix E point 1):
 marketed size read as 10^9 bytes, times the engine's memory-utilisation fraction. The FP8
 checkpoint's size is computed here from the catalog's config: every linear layer in FP8 (1 B) with
 one FP32 scale per 128 x 128 block, the embedding, LM head, routers and norm vectors in BF16; the
-MTP module is not loaded. That gives 673.15 GB, 84.1 GB per GPU at TP8.
+MTP module is not loaded. That gives 673.15 GB. Under TP engines split it by head except MLA's
+down-projections q_a and kv_a (0.92 GB over all layers), which vLLM and SGLang keep whole on every
+rank (the catalog's tp_replicates_latent_proj): 85.0 GB per GPU at TP8, not 673.15 / 8 = 84.1.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, slips_show
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
@@ -29,7 +33,7 @@ FP8_BLOCK = 128  # DeepSeek-V3's FP8 checkpoint: one FP32 scale per 128 x 128 we
 SCALE_BYTES = 4
 
 TOLERANCE: dict[str, float] = {
-    "kv_space": 0.02,
+    "kv_space": 0.01,
     "tp_tokens": 0.02,
     "waste": 0.02,
     "dp_extra": 0.02,
@@ -113,8 +117,29 @@ def attention_bytes() -> int:
     return m.layers * _fp8_bytes(_linear_shapes()["attention"])
 
 
+def replicated_bytes() -> int:
+    """What every tensor-parallel rank holds whole: MLA's down-projections q_a (hidden ->
+    q_lora_rank) and kv_a (hidden -> kv_lora_rank + rope) of all layers, FP8 with their scales,
+    923,700,064 B. vLLM and SGLang build them as ReplicatedLinear (catalog:
+    tp_replicates_latent_proj); 0 for a model whose engines split them."""
+    m = model(MODEL)
+    if not m.tp_replicates_latent_proj:
+        return 0
+    q_a, _, kv_a, _, _ = _linear_shapes()["attention"]
+    assert q_a[0] * q_a[1] + kv_a[0] * kv_a[1] == m.latent_proj_params_per_layer
+    return m.layers * _fp8_bytes([q_a, kv_a])
+
+
+def weights_per_gpu_bytes(tp: int) -> float:
+    """The checkpoint on one GPU at TP `tp`: everything split `tp` ways except the replicated
+    down-projections (DeepSeek-V3 at TP8: 84.95e9 B)."""
+    whole = replicated_bytes()
+    return (checkpoint_bytes() - whole) / tp + whole
+
+
 # ----------------------------------------------------------------------------------------------
 # Variants
+
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
@@ -135,7 +160,9 @@ def is_sensible(p: dict[str, Any]) -> bool:
     if s["gain"] < 2:
         return False
     ms = mistakes(p)
-    return all(sum(m.part == part for m in ms) >= 2 for part in TOLERANCE)
+    # every listed slip of kv_space is told apart, typed to three figures (graders.policy)
+    return (all(sum(m.part == part for m in ms) >= 2 for part in TOLERANCE)
+            and slips_show(s, ms, {"kv_space": TOLERANCE["kv_space"]}))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -150,8 +177,9 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
     # Displayed figures, rounded as the statement shows them; the answers use these.
     ckpt_gb = round(checkpoint_bytes() / 1e9)
-    w_gpu = round(checkpoint_bytes() / tp / 1e9, 1)
+    w_gpu = round(weights_per_gpu_bytes(tp) / 1e9, 1)
     attn_gb = round(attention_bytes() / 1e9, 2)
+    repl_gb = round(replicated_bytes() / 1e9, 2)  # q_a + kv_a: already whole on every GPU
 
     kappa = m.kv_bytes_per_token(KV_DTYPE_BYTES)  # 70,272 B: the full latent, every layer
     kappa_gpu = m.kv_bytes_per_token_per_gpu(tp, KV_DTYPE_BYTES)  # the same: MLA does not split
@@ -165,7 +193,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     waste_gb = (tp - 1) * kv_gb
     waste_pct = (tp - 1) / tp * 100
 
-    dp_extra = attn_gb * (tp - 1) / tp  # all attention weights instead of 1/tp of them
+    # All attention weights instead of 1/tp of the split ones; q_a and kv_a were already whole.
+    dp_extra = (attn_gb - repl_gb) * (tp - 1) / tp
     dp_w_gpu = w_gpu + dp_extra
     dp_kv_gb = kv_gb - dp_extra
     dp_tokens_gpu = dp_kv_gb * 1e9 / kappa
@@ -174,10 +203,10 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
     # If the latent could be split like GQA heads (it cannot): the ceiling DP attention approaches.
     ideal_tokens = tp * tokens_gpu
-    # FP8 latent in FlashMLA's layout (512 FP8 + 4 FP32 scales + 64 BF16 RoPE = 656 B per layer):
-    # more tokens, still replicated under TP.
-    fp8_row = (m.kv_lora_rank + math.ceil(m.kv_lora_rank / FP8_BLOCK) * SCALE_BYTES
-               + m.qk_rope_head_dim * 2)
+    # FP8 latent as vLLM and SGLang cache DeepSeek-V3 (kv_cache_dtype fp8): all 512 + 64 values
+    # in FP8 with one per-tensor scale, 576 B per layer. (FlashMLA's 656-B fp8_ds_mla row, block
+    # scales and a BF16 RoPE key, is DeepSeek-V3.2's format.) More tokens, still replicated.
+    fp8_row = (m.kv_lora_rank + m.qk_rope_head_dim) * 1
     fp8_kappa = fp8_row * m.layers
     fp8_tp_tokens = kv_gb * 1e9 / fp8_kappa
 
@@ -197,7 +226,10 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "mem_util_pct": util * 100,
         "ckpt_gb": ckpt_gb,
         "w_gpu": w_gpu,
+        "naive_w_gpu": round(checkpoint_bytes() / tp / 1e9, 1),
         "attn_gb": attn_gb,
+        "repl_gb": repl_gb,
+        "split_attn_gb": round(attn_gb - repl_gb, 2),
         "attn_params_b": m.layers * m.attn_params_per_layer / 1e9,
         "params_b": m.params / 1e9,
         "heads_gpu": m.q_heads // tp,
@@ -218,6 +250,9 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "gain": gain,
         "ideal_mtokens": ideal_tokens / 1e6,
         "fp8_row": fp8_row,
+        # FlashMLA's fp8_ds_mla row (V3.2): 512 FP8 + 4 FP32 block scales + 64 BF16 RoPE = 656 B.
+        "fp8_ds_mla_row": (m.kv_lora_rank + math.ceil(m.kv_lora_rank / FP8_BLOCK) * SCALE_BYTES
+                           + m.qk_rope_head_dim * 2),
         "fp8_kappa": fp8_kappa,
         "fp8_ktokens": fp8_tp_tokens / 1e3,
         "fp8_gain": fp8_tp_tokens / tp_tokens,
@@ -232,24 +267,26 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     }
     s["llama_dup"] = s["llama_kappa_gpu"] * tp / s["llama_kappa"]
     s["llama_dup_text"] = "once" if s["llama_dup"] == 1 else f"{s['llama_dup']:g} times"
-    # Appendix E point 1: the same arithmetic on the memory the driver reports, where the catalog
-    # has it (537 K -> 662 K tokens under TP8 on H200). Shown in the solution only.
-    reported = g.hbm_reported_bytes
-    if reported is not None:
-        r_kv = reported / 1e9 * util - w_gpu - reserve
+    # What the engine itself computes: vLLM multiplies the total the driver reports (H200:
+    # 143,156 MiB = 150.1e9 B) by gpu_memory_utilization and logs it. Shown in the solution only.
+    if g.hbm_driver_total_mib is not None:
+        driver = g.hbm_driver_total_bytes
+        r_kv = driver / 1e9 * util - w_gpu - reserve
         s["reported_note"] = (
-            f"Sized from the {g.hbm_reported_mib:,.0f} MiB that nvidia-smi reports "
-            f"({reported / 1e9:.1f} GB) instead, the KV space would be {r_kv:.1f} GB per GPU, "
-            f"{r_kv / kv_gb - 1:.0%} more, for {reported / g.hbm_bytes - 1:.1%} more memory: "
-            f"{r_kv * 1e9 / kappa / 1e3:,.0f} K tokens under TP and "
-            f"{tp * (r_kv - dp_extra) * 1e9 / kappa / 1e6:.2f} M with data-parallel attention."
+            f"A real engine sizes its pool from the total the driver reports, "
+            f"{g.hbm_driver_total_mib:,.0f} MiB ({driver / 1e9:.1f} GB; vLLM multiplies it by "
+            f"gpu_memory_utilization and its start-up log prints it). From that total the KV "
+            f"space is {r_kv:.1f} GB per GPU, {r_kv / kv_gb - 1:.0%} more, for "
+            f"{driver / g.hbm_bytes - 1:.1%} more memory: {r_kv * 1e9 / kappa / 1e3:,.0f} K tokens "
+            f"under TP and {tp * (r_kv - dp_extra) * 1e9 / kappa / 1e6:.2f} M with data-parallel "
+            f"attention."
         )
         s["reported_kv_gb"] = r_kv
     else:
         s["reported_note"] = (
-            "The driver reports a few per cent more memory than the marketed figure. The weights "
-            "do not grow with it, so the KV space, and every capacity below, would grow by "
-            "several times that percentage."
+            "A real engine sizes its pool from the total the driver reports, a few per cent more "
+            "than the marketed figure. The weights do not grow with it, so the KV space, and "
+            "every capacity below, would grow by several times that percentage."
         )
         s["reported_kv_gb"] = None
     s["recommend"] = _model_answer(p, s)
@@ -300,7 +337,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # Either way round: two slips within the tolerance of each other are one answer.
             if old.part == part and (_close(value, float(old.answer), tol)
                                      or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -312,15 +349,18 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("kv_space", hbm * util - w_gpu,
         f"You forgot the {reserve:g} GB per GPU kept for activations and CUDA graphs.", "no_reserve")
     if s["reported_kv_gb"] is not None:
-        add("kv_space", s["reported_kv_gb"],
-            f"That sizes the pool from the memory nvidia-smi reports. This exercise reads the "
-            f"marketed {hbm:g} GB as {hbm:g} × 10^9 B (see the capacity convention).", "reported")
-        add("tp_tokens", s["reported_kv_gb"] * 1e9 / kappa,
-            f"That sizes the pool from the memory nvidia-smi reports. This exercise reads the "
-            f"marketed {hbm:g} GB as {hbm:g} × 10^9 B (see the capacity convention).", "reported")
+        reported = (f"That sizes the pool from the memory the GPU reports (the driver's total, "
+                    f"which an engine's log prints, or nvidia-smi's). This exercise reads the "
+                    f"marketed {hbm:g} GB as {hbm:g} × 10^9 B (see the capacity convention).")
+        add("kv_space", s["reported_kv_gb"], reported, "reported")
+        add("tp_tokens", s["reported_kv_gb"] * 1e9 / kappa, reported, "reported")
     add("kv_space", (hbm - w_gpu) * util - reserve,
         "The utilisation fraction applies to the whole HBM, not to what is left after the "
         "weights.", "util_after_weights")
+    add("kv_space", hbm * util - s["naive_w_gpu"] - reserve,
+        f"That splits the whole checkpoint {tp} ways ({s['ckpt_gb']} / {tp}). The engines keep "
+        f"MLA's down-projections whole on every GPU; the statement's {w_gpu} GB per GPU counts "
+        "them.", "split_latent_proj")
 
     # -- tp_tokens ----------------------------------------------------------------------------
     tt = s["tp_tokens"].value
@@ -353,11 +393,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("dp_extra", s["attn_gb"],
         f"Each GPU already held 1/{tp} of the attention weights under TP; only the other "
         f"{tp - 1}/{tp} are new.", "whole_attention")
+    add("dp_extra", s["attn_gb"] * (tp - 1) / tp,
+        f"Under TP every GPU already held the down-projections q_a and kv_a whole "
+        f"({s['repl_gb']} GB): only the {s['split_attn_gb']} GB that TP split gain the other "
+        f"{tp - 1}/{tp}.", "split_latent_proj")
     add("dp_extra", 2 * dx,
         "Twice the reference: the attention weights are FP8 (1 byte each), not BF16.", "bf16")
     add("dp_extra", s["attn_gb"] / tp,
-        f"That is what each GPU held under TP (1/{tp}). Data-parallel attention adds the rest.",
-        "one_share")
+        f"That is a 1/{tp} share of the attention weights. Data-parallel attention adds what each "
+        f"GPU did not hold: the other {tp - 1}/{tp} of the split part.", "one_share")
     add("dp_extra", (tp - 1) * w_gpu,
         "DP attention replicates the attention projections only. The routed experts stay "
         "spread over the GPUs (expert parallelism), so the rest of the weights do not move.",
@@ -374,6 +418,10 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("dp_tokens", tp * (kv - s["attn_gb"]) * 1e9 / kappa,
         f"You charged the whole {s['attn_gb']:.2f} GB of attention weights; each GPU already held "
         f"1/{tp} of them.", "whole_attention")
+    add("dp_tokens", tp * (kv - s["attn_gb"] * (tp - 1) / tp) * 1e9 / kappa,
+        f"You charged {tp - 1}/{tp} of all {s['attn_gb']:.2f} GB of attention weights. The "
+        f"down-projections ({s['repl_gb']} GB) were already whole on every GPU under TP.",
+        "split_latent_proj")
     add("dp_tokens", tt,
         "That is the TP capacity. With data-parallel attention each GPU stores only its own "
         "requests' latents, so the GPUs stop holding copies.", "no_change")
@@ -381,3 +429,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "Half the reference: one latent row per token per layer, not a K and a V.", "k_and_v")
 
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    s = solve(p)
+    return [
+        Fits("the FP8 checkpoint inside the memory setting", p["gpu"], p["tp"],
+             s["ckpt_gb"] * 1e9, usable=p["mem_util"]),
+        Holds(s["dp_kv_gb"] > 0, "the data-parallel layout leaves a KV pool"),
+    ]

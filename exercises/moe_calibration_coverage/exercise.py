@@ -18,6 +18,8 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, HasFeature, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -189,7 +191,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         for i, old in enumerate(out):
             prev = float(old.answer)
             if old.part == part and (_close(value, prev, tol) or _close(prev, value, tol)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -223,7 +225,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "multiple of the average load an expert drops below the token threshold.", "inverted")
     add("load_threshold", s["need"] / n,
         "That is the threshold as a share of all calibration tokens. The part asks for it as a "
-        f"multiple of the average expert's load ({mean:,.0f} tokens).", "share_of_set")
+        "multiple of the average expert's load: divide by the tokens of part 1, not by the "
+        "whole set.", "share_of_set")
     add("load_threshold", s["d_bind"] / mean,
         f"You left out the rule's factor: the threshold is {p['rule_k']:g} × d_in tokens.",
         "no_rule_k")
@@ -258,3 +261,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
 def _close(a: float, b: float, rel: float) -> bool:
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [HasFeature(p["model"], "moe"),
+            WithinContext(p["model"], p["seq_len"], "a calibration sequence")]

@@ -19,6 +19,8 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, HasFeature
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
@@ -213,7 +215,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # Symmetric: two values this close could not be told apart either way round.
             prev = float(old.answer)
             if old.part == part and abs(value - prev) <= tol * max(abs(prev), abs(value)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -257,16 +259,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     e_ref = s["max_overhead"].value
     add("max_overhead", acc * 100,
-        "You forgot the draft step: speculation pays while 1 + p > 1 + c + e, so e < p − c.",
+        "You forgot the draft step: speculation pays while part 3's speedup stays above 1, and "
+        "the draft's cost c counts against it as well as the overhead e.",
         "no_draft")
     add("max_overhead", (s["tokens"] / (1 + c) - 1) * 100,
         "You scaled the whole step, draft included, by (1 + e). The overhead is added to the "
-        "verify pass only: 1 + p = 1 + c + e gives e = p − c.", "multiplicative")
+        "verify pass only: set part 3's speedup equal to 1 and solve for e.", "multiplicative")
     add("max_overhead", (1 - acc) * 100,
         "1 − p is the rejection rate, not the overhead the speedup can absorb. Set the speedup "
-        "(1 + p)/(1 + c + e) equal to 1 and solve for e.", "reject_rate")
+        "of part 3 equal to 1 and solve for e.", "reject_rate")
     add("max_overhead", e_ref / 2,
-        "Half the reference. Set (1 + p)/(1 + c + e) = 1 and solve for e directly.", "half")
+        "Half the reference. Set part 3's speedup equal to 1 and solve for e directly.", "half")
 
     out.append(Mistake(
         "wiring", ["inputs", "shared", "joint_loss", "parallel_head"],
@@ -283,6 +286,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "It was not distilled after the fact: the MTP loss is part of pre-training from the start.",
         "distilled"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [HasFeature("DeepSeek-V3", "mtp", "the checkpoint's MTP drafter")]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -263,7 +265,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -356,3 +358,22 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    rack, before = domain(RACK), domain(p["before"])
+    kv = model(p["kv_model"])
+    return [
+        Fits("DeepSeek-V3 FP8 weights over the EP group", rack.gpu, p["ep_group"],
+             model(EP_MODEL).weight_bytes(1)),
+        # The statement gives the KV model's cache precision, not its weights': FP8 at least.
+        Fits("the KV model's weights and the prompt's KV", before.gpu, p["kv_tp"],
+             kv.weight_bytes(UNSTATED_WEIGHT_BYTES) + kv.kv_bytes_for_tokens(p["prompt"])),
+        WithinContext(p["kv_model"], p["prompt"], "the hand-off prompt"),
+        WithinContext(p["long_model"], p["long_context"], "a long-context sequence"),
+        # How many long sequences the rack holds is the question.
+        Fits("the long-context sequences", rack.gpu, rack.gpus, 0.0, asked=True),
+    ]

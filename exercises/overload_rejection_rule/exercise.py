@@ -27,6 +27,8 @@ import random
 from typing import Any
 
 from exercises import engine_sim
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Holds
 from exercises.spec import Evidence, Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml (mistakes() skips values inside them).
@@ -178,7 +180,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -213,16 +215,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     add("dead", s["dead_spike"],
         f"You counted only the spike's arrivals. Requests arriving after the spike still find a "
-        f"wait over {t} s until the queue has shrunk below {s['cap']:,.0f}: another "
-        f"{s['dead_after']:,.0f} of them.", "spike_only")
+        f"wait over {t} s until the queue has shrunk below {t} s of work ({mu} × {t} requests): "
+        f"count the baseline arrivals of that stretch too.", "spike_only")
     add("dead", backlog - s["cap"],
         f"That is the part of the backlog beyond {t} s of work at the spike's end, a snapshot. "
         f"Count every arrival whose wait exceeds {t} s: those from {s['tau_star']:.0f} s into "
-        f"the spike to its end, and those in the first {s['u_star']:.0f} s after it.",
+        f"the spike to its end, and those after it until the queue is back under {t} s of work.",
         "snapshot")
     add("dead", mu * drain,
-        f"Not everything served while the queue drains is dead: the requests arriving in the "
-        f"last {drain - s['u_star']:.0f} s of the drain wait less than {t} s.", "whole_drain")
+        f"Not everything served while the queue drains is dead: once the queue is back under "
+        f"{t} s of work, the requests arriving in the rest of the drain wait less than {t} s.",
+        "whole_drain")
     add("dead", lams * (d - t),
         f"You treated every arrival after the first {t} s of the spike as dead. An arrival at "
         f"spike time τ waits τ × ({lams} − {mu}) / {mu}, which passes {t} s at "
@@ -277,54 +280,65 @@ def really_dead(res: engine_sim.QueueResult, timeout_s: float) -> list[tuple[flo
     return [(a, st) for a, st in res.dead if st - a > timeout_s + GRACE_S]
 
 
-def _timeline(res: engine_sim.QueueResult, grid: list[float]) -> tuple[list[int], list[float]]:
-    """Queue length (waiting, not in service) and the wait of the latest admitted arrival, at
-    each grid time."""
-    started = sorted([(a, s) for a, s, _ in res.served] + list(res.dead))
-    arrived = [a for a, _ in started]  # admitted arrivals, in order (FIFO: starts in order too)
-    starts = [s for _, s in started]
-    queue, wait = [], []
-    for g in grid:
-        n_in = bisect.bisect_right(arrived, g)
-        n_out = bisect.bisect_right(starts, g)
-        queue.append(max(n_in - n_out, 0))
-        wait.append(round(starts[n_in - 1] - arrived[n_in - 1], 3) if n_in else 0.0)
-    return queue, wait
+def _per_second(times: list[float], grid: list[float], step: float) -> list[float]:
+    """How many of `times` fall in each bin [g, g + step) of the grid, per second."""
+    ordered = sorted(times)
+    return [round((bisect.bisect_left(ordered, g + step) - bisect.bisect_left(ordered, g)) / step,
+                  3) for g in grid]
 
 
 def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
+    """Flows per second, not stocks: arrivals, starts in time, dead starts and rejections.
+
+    The parts ask for the backlog, the wait, the drain time and two counts; each is an area or
+    a crossing on these curves that the student works out. Plotting the queue length, the wait
+    or a running count of dead requests instead would print parts 1, 2 and 4 as a peak or a
+    last point (exercises/evidence_leaks.py)."""
     sim = simulate(p)
     horizon = sim["horizon"]
     step = max(1.0, math.ceil(horizon / 300))
-    grid = [k * step for k in range(int(horizon // step) + 1)]
-    q_all, w_all = _timeline(sim["everyone"], grid)
-    q_rule, w_rule = _timeline(sim["ruled"], grid)
-    dead_starts = sorted(st for _, st in really_dead(sim["everyone"], p["timeout_s"]))
-    dead_so_far = [bisect.bisect_right(dead_starts, g) for g in grid]
+    grid = [k * step for k in range(int(horizon // step))]
+    timeout = p["timeout_s"]
+    everyone, ruled = sim["everyone"], sim["ruled"]
+    dead_all = really_dead(everyone, timeout)
+    dead_set = set(dead_all)
+    in_time_all = [st for a, st, _ in everyone.served] + [
+        st for a, st in everyone.dead if (a, st) not in dead_set]
+    in_time_rule = [st for _, st, _ in ruled.served] + [st for _, st in ruled.dead]
 
-    def pts(ys: list[float] | list[int]) -> list[list[float]]:
+    def pts(ys: list[float]) -> list[list[float]]:
         return [[g, y] for g, y in zip(grid, ys, strict=True)]
 
     data = {
         "x": {"label": "time since the spike began", "unit": "s"},
         "series": [
-            {"label": "queue length, accept everything", "unit": "requests", "points": pts(q_all)},
-            {"label": "queue length, admit iff predicted wait ≤ timeout", "unit": "requests",
-             "points": pts(q_rule)},
-            {"label": "wait of the latest admitted arrival, accept everything", "unit": "s",
-             "points": pts(w_all)},
-            {"label": "wait of the latest admitted arrival, with the rule", "unit": "s",
-             "points": pts(w_rule)},
-            {"label": "client timeout", "unit": "s",
-             "points": [[grid[0], p["timeout_s"]], [grid[-1], p["timeout_s"]]]},
-            {"label": "dead requests started so far, accept everything", "unit": "requests",
-             "points": pts(dead_so_far)},
+            {"label": "arrivals", "unit": "requests/s",
+             "points": pts(_per_second(sim["arrivals"], grid, step))},
+            {"label": "services started in time, accept everything", "unit": "requests/s",
+             "points": pts(_per_second(in_time_all, grid, step))},
+            {"label": "services started after the client gave up, accept everything",
+             "unit": "requests/s",
+             "points": pts(_per_second([st for _, st in dead_all], grid, step))},
+            {"label": "services started, admit iff predicted wait ≤ timeout",
+             "unit": "requests/s", "points": pts(_per_second(in_time_rule, grid, step))},
+            {"label": "rejections, admit iff predicted wait ≤ timeout", "unit": "requests/s",
+             "points": pts(_per_second(ruled.rejected, grid, step))},
         ],
     }
     caption = (
         f"The discrete simulator (engine_sim.simulate_queue) on this variant: evenly spaced "
         f"arrivals at {p['spike_rate']}/s for {p['spike_s']} s from t = 0, then {p['base_rate']}/s; "
         f"one server at {p['service_rate']} requests/s; clients give up after "
-        f"{p['timeout_s']} s. Sampled every {step:g} s.")
-    return {"timeline": Evidence("Queue length and wait over time, with and without the rule",
-                                 "overload_timeline.json", "series", data, caption)}
+        f"{timeout} s. Each point counts the events in the {step:g} s from its time, per second: "
+        "a service is counted when it starts.")
+    return {"timeline": Evidence("Arrivals, services and rejections per second, with and "
+                                 "without the rule", "overload_timeline.json", "series", data,
+                                 caption)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [Holds(p["base_rate"] < p["service_rate"] < p["spike_rate"],
+                  "underloaded before and after the spike, overloaded during it")]

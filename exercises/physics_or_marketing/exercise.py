@@ -18,6 +18,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -110,6 +112,10 @@ def is_sensible(p: dict[str, Any]) -> bool:
         return False
     if not math.isfinite(s["users_exact"]):
         return False
+    # The user count clear of a whole number by 0.5 % (the tolerance policy's boundary rule).
+    x = s["users_exact"]
+    if x != math.floor(x) and min(x - math.floor(x), math.ceil(x) - x) < 0.005 * x:
+        return False
     # The batch either fits in HBM or clearly does not (5 % either side of the marketed size).
     if abs(math.log(s["hbm_at_users_gb"] / s["hbm_gb"])) < math.log(1.05):
         return False
@@ -193,6 +199,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         # part answers
         "ceiling": Quantity(ceiling, "tok/s"),
         "users_needed": Quantity(users, ""),
+        "users_needed_unrounded": users_exact,  # before the ceil (policy: boundary rule)
         "server_ceiling": Quantity(server_ceiling, "tok/s"),
         "tau_needed": Quantity(tau_needed, ""),
         "conditions": conditions,
@@ -304,7 +311,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         # Two errors that land on the same number share one entry with both explanations.
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -354,9 +361,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     tau = s["tau_needed"].value
     add("tau_needed", s["tau_ideal"],
-        f"That divides by the {s['server_ideal']:.0f} tok/s of a server without communication. "
-        f"With the all-reduces the server does {server:.0f} tok/s, so speculation must cover "
-        "more.", "no_allreduce")
+        "That divides by the rate of a server without communication. Divide by the ceiling of "
+        "part 3, which counts the all-reduces: it is lower, so speculation must cover more.",
+        "no_allreduce")
     add("tau_needed", s["gap"],
         f"That is the shortfall on one GPU. The question is about the {n_srv}-GPU server.",
         "one_gpu")
@@ -369,8 +376,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     if "server" not in right:
         out.append(Mistake(
             "conditions", sorted([*right, "server"], key=OPTIONS.index),
-            f"The server alone is not enough: {n_srv} GPUs promise {s['server_ideal']:.0f} tok/s, "
-            f"but {s['allreduces']} all-reduces per token bring it to {server:.0f}.",
+            f"The server alone is not enough: with its {s['allreduces']} all-reduces per token, "
+            f"the {n_srv}-GPU ceiling of part 3 stays below the slide's figure.",
             "server_alone"))
     if "engine" not in right:
         out.append(Mistake(
@@ -378,3 +385,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             "No engine beats the division: every weight byte crosses the HBM bus once per step "
             "whatever the kernels, so software only approaches the ceiling.", "engine"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits(f"{p['precision']} weights on one GPU", p["gpu"], 1, _weight_bytes(p)),
+        WithinContext(p["model"], p["context"], "each user's cached context"),
+    ]

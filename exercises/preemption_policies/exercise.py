@@ -23,14 +23,16 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext, check
 from exercises.spec import Evidence, Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
     "victim_kv": 0.02,
-    "recompute_s": 0.02,
+    "recompute_s": 0.01,
     "swap_ms": 0.02,
-    "reserved_concurrency": 0.0,
-    "peak_concurrency": 0.0,
+    "reserved_concurrency": 0.002,
+    "peak_concurrency": 0.002,
 }
 
 # Deployments: (model, GPU, tensor-parallel degree). Each holds its BF16 weights with a real pool.
@@ -60,7 +62,9 @@ CANONICAL: dict[str, Any] = {
     "prompt": 2048,  # every request's prompt, tokens
     "max_tokens": 4096,  # the clients' cap, what a reservation must cover
     "output": 1024,  # what a typical request really generates [A]
-    "victim_generated": 4096,  # the victim has generated up to its cap: 6,144 tokens of context
+    # One token short of its cap: a request that reached max_tokens has finished and is freed,
+    # not preempted. 6,143 tokens of context, the blurb's "6K-token victim".
+    "victim_generated": 4095,
     "mfu": 0.5,  # prefill model-FLOPs utilisation [A]
     "mem_util": 0.9,  # share of HBM the engine may use (vLLM's default)
     "act_reserve_gb": 2.5,  # per GPU, kept for activations [A]
@@ -80,7 +84,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
         max_tokens = rng.choice(MAX_TOKENS)
         p.update(model=name, gpu=g, tp=tp, prompt=rng.choice(PROMPTS), max_tokens=max_tokens,
                  output=rng.choice(OUTPUTS), mfu=rng.choice(MFUS),
-                 victim_generated=rng.choice([max_tokens // 2, 3 * max_tokens // 4, max_tokens]))
+                 victim_generated=rng.choice([max_tokens // 2, 3 * max_tokens // 4,
+                                               max_tokens - 1]))
         if is_sensible(p):
             return p
     raise RuntimeError("no sensible variant in 1000 draws")
@@ -89,6 +94,8 @@ def generate(rng: random.Random) -> dict[str, Any]:
 def is_sensible(p: dict[str, Any]) -> bool:
     """A pool that holds a real batch, outputs well under the cap (that is the reservation's
     cost), a victim that fits one step's budget, and swap clearly cheaper than recompute."""
+    if check(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     if _pool_gb(p) <= 0 or p["output"] * 2 > p["max_tokens"]:
         return False
     if p["prompt"] + p["victim_generated"] > p["budget"]:
@@ -96,7 +103,9 @@ def is_sensible(p: dict[str, Any]) -> bool:
     s = solve(p)
     return (s["reserved_concurrency"].value >= 16
             and s["recompute_over_swap"] >= 3
-            and s["peak_concurrency"].value < 4 * s["reserved_concurrency"].value)
+            and s["peak_concurrency"].value < 4 * s["reserved_concurrency"].value
+            # the timeline's decode-step floor must not read as the swap time part 3 asks for
+            and abs(s["swap_ms"].value / p["decode_step_ms"] - 1) > 0.05)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,6 +167,9 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "swap_ms": Quantity(swap_s * 1e3, "ms"),
         "reserved_concurrency": Quantity(reserved, ""),
         "peak_concurrency": Quantity(peak, ""),
+        # floor(floor(x) / r) = floor(x / r): the real values before the floors (boundary rule).
+        "reserved_concurrency_unrounded": pool_gb * 1e9 / kappa / reserve_tokens,
+        "peak_concurrency_unrounded": pool_gb * 1e9 / kappa / peak_tokens,
         "who_pays": sorted(TRUE_STATEMENTS),
         "choose": _model_answer(p),
         # givens the statement prints
@@ -251,7 +263,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -469,3 +481,17 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
         "per_request": Evidence("TTFT, end-to-end latency and preemptions per request",
                                 "preemption_per_request.json", "series", per_request, caption),
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits("BF16 weights inside the memory setting", p["gpu"], p["tp"], _weights_gb(p) * 1e9,
+             usable=p["mem_util"]),
+        Holds(_pool_gb(p) > 0, "the KV pool is positive"),
+        WithinContext(p["model"], p["prompt"] + p["max_tokens"], "prompt plus max_tokens"),
+        # A request that has generated max_tokens is finished and frees its KV by itself.
+        Holds(p["victim_generated"] < p["max_tokens"], "the victim has not finished"),
+    ]

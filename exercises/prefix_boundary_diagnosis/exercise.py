@@ -15,6 +15,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -359,7 +361,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -419,15 +421,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("diagnosis", "routing",
                 "Routing cannot explain this drop: every replica caches the shared system prompt "
                 f"after its first request, so round-robin still predicts about "
-                f"{s['healthy_rate_pct']:.0f} %. The counters show {s['observed_pct']:.1f} %, "
-                f"which is what a break at token {lcp} predicts.", "routing"),
+                f"{s['healthy_rate_pct']:.0f} %. The fleet rate of part 3 is far below that, "
+                "and matches what the template change predicts in part 2.", "routing"),
         Mistake("diagnosis", "eviction",
                 "Eviction would make the hit rate fall with load and cache pressure; here it "
-                f"matches, to a fraction of a point, the {s['blocks_shared']} shared blocks the "
-                "tokenized prompts allow.", "eviction"),
+                "matches, to a fraction of a point, what the blocks the tokenized prompts share "
+                "(part 1) allow.", "eviction"),
         Mistake("diagnosis", "not_cache",
-                f"The counters say {s['observed_pct']:.1f} %, far below the "
-                f"{s['healthy_rate_pct']:.0f} % before the release. If you got about "
+                "The counters, summed over the replicas for the window (part 3), show a rate far "
+                f"below the {s['healthy_rate_pct']:.0f} % before the release. If you got about "
                 f"{s['negative_kept_pct']:.0f} %, a restarted replica's negative deltas went "
                 "into the sum.", "not_cache"),
         Mistake("diagnosis", "both",
@@ -444,3 +446,16 @@ def _close(a: float, b: float, rel: float) -> bool:
 
 
 CANONICAL: dict[str, Any] = with_evidence(_CANONICAL_BASE)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    return [
+        Fits("BF16 weights and one long turn's KV", p["gpu"], p["tp"],
+             m.weight_bytes(2) + m.kv_bytes_for_tokens(p["turn_prompt"] + p["new_tokens"])),
+        WithinContext(p["model"], p["turn_prompt"] + p["new_tokens"], "the long turn"),
+        WithinContext(p["model"], p["system"] + p["user"], "a single-turn prompt"),
+    ]

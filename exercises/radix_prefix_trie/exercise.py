@@ -20,6 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim
 from exercises.registry import expose_shared_modules
 from exercises.spec import Mistake, Quantity
 
@@ -382,7 +384,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # graded correct (or impossible): not a mistake for this variant
         for i, old in enumerate(out):
             if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, float(value), feedback, name))
 
@@ -455,3 +457,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "there. Evicting it frees KV that request is about to read.", "locked_parent"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No model, GPU or context in this story: is_sensible() already keeps the trace coherent.
+    return []

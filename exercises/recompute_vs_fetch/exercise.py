@@ -19,6 +19,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -188,7 +190,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -267,3 +269,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "More GPUs do not change the verdict: each also brings its own link and fetches its own "
         "shard, so the GPU count cancels from the ratio.", "more_gpus"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [Fits("BF16 weights on the replica", p["gpu"], p["tp"],
+                 model(p["model"]).weight_bytes(2))]

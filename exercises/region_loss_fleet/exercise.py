@@ -24,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Holds
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -239,7 +241,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         for i, old in enumerate(out):
             if old.part == part and (_close(value, float(old.answer), tol)
                                       or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -249,8 +251,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "holds the most capacity (at least C/N of it) can fail, so the rest must still carry D: "
         f"C ≥ N·D/((N−1)·r·U) = {s['balanced_term']:.1f}.", "dmax_only")
     add("fleet", s["balanced_term"],
-        f"N·D/(N−1) assumes balanced regions. {s['big_name']} alone needs "
-        f"{s['own_max']:.1f} replicas, and after its loss the rest still need D/(r·U): "
+        f"N·D/(N−1) assumes balanced regions. {s['big_name']} is large enough to bind: it "
+        "must hold its own peak, and after its loss the rest still need D/(r·U): "
         f"C ≥ (D + d_max)/(r·U) = {s['dominant_term']:.1f}.", "balanced_only")
     add("fleet", base,
         "That is the fleet for normal operation. After a region loss the survivors must carry its "
@@ -316,3 +318,12 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    names = [name for name, _ in p["regions"]]
+    return [Holds(p["neighbour"] in names[1:], "the failover target is another region"),
+            Holds(0 < p["U"] < 1, "the utilisation ceiling is a fraction")]

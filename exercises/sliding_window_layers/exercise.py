@@ -25,6 +25,8 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, HasFeature, Holds, WithinContext
 from exercises.spec import Mistake, Quantity
 
 DTYPE_BYTES = 2  # BF16 KV cache, the default for these checkpoints
@@ -95,7 +97,11 @@ def is_sensible(p: dict[str, Any]) -> bool:
     s = solve(p)
     # The pool holds at least two all-full requests (so turning the hybrid manager off hurts
     # without making the model unservable) and not absurdly many windowed ones.
-    return s["count_all_full"] >= 2 and s["count_windowed"] <= 400
+    # ... and the windowed count clear of a whole number by 0.5 % (the tolerance policy's
+    # boundary rule: a student working from the printed GB lands on the other side).
+    x = s["exact_windowed"]
+    clear = x == math.floor(x) or min(x - math.floor(x), math.ceil(x) - x) >= 0.005 * x
+    return s["count_all_full"] >= 2 and s["count_windowed"] <= 400 and clear
 
 
 # ----------------------------------------------------------------------------------------------
@@ -145,6 +151,7 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "saving_formula": SAVING_FORMULA,
         "saving_short": Quantity(100 * saving_short, "%"),
         "concurrency": Quantity(count_windowed, ""),
+        "concurrency_unrounded": pool_b / windowed,  # before the floor (boundary rule)
         "allocator": list(ALLOCATOR_TRUE),
         # givens the statement prints
         "layers": m.layers,
@@ -265,7 +272,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         # Two errors that land on the same number share one entry with both explanations.
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -368,6 +375,17 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        HasFeature(p["model"], "sliding_window"),
+        WithinContext(p["model"], p["context"], "a request at the deployed context"),
+        Holds(p["short"] < p["context"], "the short request is shorter than the long one"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,12 +20,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Holds
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
 TOLERANCE: dict[str, float] = {
-    "speedup_low": 0.02,
+    "speedup_low": 0.01,
     "break_even": 0.02,
     "tail_ms": 0.02,
     "alpha_measured": 0.02,
@@ -229,7 +231,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # Symmetric: two values this close could not be told apart either way round.
             prev = float(old.answer)
             if old.part == part and abs(value - prev) <= tol * max(abs(prev), abs(value)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -282,3 +284,10 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("alpha_measured", s["tau"],
         "1 + accepted / drafts is the mean acceptance length τ (tokens per step), not α.", "tau")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [Holds(p["alpha_low"] < p["alpha_high"], "the low acceptance is below the high one")]

@@ -33,6 +33,9 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
+from exercises.feasibility import check as infeasible
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
@@ -135,6 +138,8 @@ def is_sensible(p: dict[str, Any]) -> bool:
     """The context fits the model, splitting happens (more than 1 split), no efficiency sits
     within rounding of a threshold (FlashAttention compares in float), and each number part keeps
     two distinct known mistakes."""
+    if infeasible(constraints(p)):  # a story that could not happen: see exercises/feasibility.py
+        return False
     m = model(p["model"])
     if m.max_context is not None and p["context"] > m.max_context:
         return False
@@ -333,7 +338,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # graded correct anyway (or meaningless): not a mistake in this variant
         for i, old in enumerate(out):
             if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, float(value), feedback, name))
 
@@ -438,6 +443,18 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "the whole row to rounding. " + numbers, "approximate"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    return [
+        Fits("weights and the batch's BF16 KV", p["gpu"], 1,
+             m.weight_bytes(UNSTATED_WEIGHT_BYTES) + p["batch"] * m.kv_bytes_for_tokens(p["context"])),
+        WithinContext(p["model"], p["context"] + 1, "the cached context and the new token"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

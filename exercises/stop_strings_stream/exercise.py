@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.feasibility import Claim
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -346,3 +347,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "whole tokens.", "token_match"),
     ]
     return number + choice
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    # No model, GPU or context in this story: is_sensible() already keeps the trace coherent.
+    return []

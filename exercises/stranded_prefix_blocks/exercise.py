@@ -21,6 +21,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
@@ -288,7 +290,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return  # the grader would accept it (or it is meaningless): not a mistake here
         for j, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), tol):
-                out[j] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[j] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -337,6 +339,22 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "stranded is everything that hangs below the evicted block: every session's history.",
         "system_only")
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    cached = p["conv_tokens"] + p["sys_tokens"] + p["sessions"] * p["session_tokens"]
+    return [
+        Fits("weights and everything cached", p["gpu"], p["tp"],
+             m.weight_bytes(UNSTATED_WEIGHT_BYTES)
+             + cached * m.kv_bytes_per_token(KV_DTYPES[p["kv_dtype"]])),
+        # The next turn starts with the whole conversation and adds to it.
+        WithinContext(p["model"], p["conv_tokens"] + 1, "the conversation's next turn"),
+        WithinContext(p["model"], p["sys_tokens"] + p["session_tokens"], "a session"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

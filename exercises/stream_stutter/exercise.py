@@ -17,11 +17,14 @@ variant, printed by the statement.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Evidence, Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -218,22 +221,59 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Evidence: a second of steps as a running stream sees them
+# Evidence: ten seconds of steps as a running stream sees them
+
+SCATTER = 0.05  # measured steps spread this far (relative) either side of the model's step times
+
+
+def _scatter(n: int) -> list[float]:
+    """n relative offsets at evenly spaced quantiles of a triangular spread over +-SCATTER, both
+    ends included (one step alone sits at the top end): a peak at the model's time."""
+    if n == 1:
+        return [SCATTER]
+    out = []
+    for i in range(n):
+        q = i / (n - 1)
+        out.append(SCATTER * (math.sqrt(2 * q) - 1) if q < 0.5
+                   else SCATTER * (1 - math.sqrt(2 * (1 - q))))
+    return out
 
 
 def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
     """The inter-token gaps one running stream saw over ten seconds, built from the variant:
-    decode steps of t_dec, and a mixed step of t_mix wherever a chunk fell due. Deterministic:
-    chunks are spread evenly at the variant's rate, so the file matches the parts' numbers."""
+    decode steps of t_dec, and a mixed step of t_mix wherever a chunk fell due, each scattered
+    by up to SCATTER the way measured steps are. Deterministic: chunks are spread evenly at the
+    variant's rate and the scatter is a fixed spread in an order seeded by the variant, so the
+    file matches the parts' numbers. The scatter keeps the two step times out of the plot's
+    landmarks (first, last, largest, smallest gap: exercises/evidence_leaks.py): they are the
+    centres of the histogram's two peaks, for the student to check parts 1 and 2 against."""
     s = solve(p)
     t_dec, t_mix = s["t_dec"].value, s["t_mix"].value
     period_ms = 1e3 / s["mixed_per_s"]  # one mixed step every so many ms
-    points: list[list[float]] = []
+    mixed: list[bool] = []
     clock, next_chunk = 0.0, period_ms / 2
-    while clock < 10_000 and len(points) < 5000:
-        gap = t_mix if clock >= next_chunk else t_dec
-        if gap == t_mix:
+    while clock < 10_000 and len(mixed) < 5000:
+        mixed.append(clock >= next_chunk)
+        if mixed[-1]:
             next_chunk += period_ms
+        clock += t_mix if mixed[-1] else t_dec
+    rng = random.Random(f"stream_stutter itl {json.dumps(p, sort_keys=True)}")
+    offsets: dict[bool, list[float]] = {}
+    for kind in (False, True):
+        offsets[kind] = _scatter(sum(1 for m in mixed if m == kind))
+        rng.shuffle(offsets[kind])
+        # The first and the last gap sit at the ends of their spread, never at the centre.
+        ends = [i for i in (0, len(mixed) - 1) if mixed[i] == kind]
+        for j, i in enumerate(ends[:len(offsets[kind])]):
+            rank = sum(1 for m in mixed[:i] if m == kind)
+            want = offsets[kind].index(max(offsets[kind]) if j == 0 else min(offsets[kind]))
+            offsets[kind][rank], offsets[kind][want] = offsets[kind][want], offsets[kind][rank]
+    points: list[list[float]] = []
+    clock = 0.0
+    seen = {False: 0, True: 0}
+    for kind in mixed:
+        gap = (t_mix if kind else t_dec) * (1 + offsets[kind][seen[kind]])
+        seen[kind] += 1
         clock += gap
         points.append([round(clock, 2), round(gap, 2)])
     return {
@@ -277,7 +317,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -352,3 +392,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "metric", "ttft",
         "TTFT is good in both cases (that is the symptom); it cannot tell them apart.", "ttft"))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    s = solve(p)
+    return [
+        Fits("weights and the batch's KV, per GPU", p["gpu"], 1, s["hbm_per_gpu_gb"] * 1e9),
+        WithinContext(p["model"], p["context"], "a running sequence's context"),
+        WithinContext(p["model"], p["prompt"], "a new prompt"),
+    ]

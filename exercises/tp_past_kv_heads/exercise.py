@@ -20,6 +20,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -299,7 +301,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -325,7 +327,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     budget_b = s["wide_budget_gb"] * 1e9
     add("cap_tp", budget_b / s["naive_kv_gpu"],
         f"You let TP{n} split the heads in half. Each GPU holds a whole head, so each token costs "
-        f"{kv:,} B per GPU, as at TP{h}.", "half_head")
+        f"as many bytes per GPU as at TP{h}: divide by the per-GPU KV bytes of part 1.",
+        "half_head")
     add("cap_tp", cap * n,
         f"The {n} pools are not added: every token lives on all {n} GPUs at once.", "summed_gpus")
     add("cap_tp", budget_b / s["kv_model"],
@@ -397,6 +400,21 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    h = model(p["model"]).kv_heads
+    assert h is not None
+    # The data-parallel layout runs a whole replica on H GPUs: the tightest of the three.
+    return [
+        Fits("weights of a TP=H replica inside gpu_memory_utilization", p["gpu"], h,
+             _weights_gb(p) * 1e9, usable=p["util"]),
+        Holds(all(v["tokens_replica"] > 0 for v in _layouts(p).values()),
+              "every layout leaves KV room"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

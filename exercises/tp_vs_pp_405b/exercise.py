@@ -20,6 +20,8 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -229,7 +231,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         for i, old in enumerate(out):
             if old.part == part and (_close(value, float(old.answer), max(tol, 1e-9))
                                       or _close(float(old.answer), value, max(tol, 1e-9))):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -302,3 +304,17 @@ def _close(a: float, b: float, rel: float) -> bool:
     if rel == 0:
         return a == b
     return abs(a - b) <= rel * abs(b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    d = domain(p["node"])
+    m = model("Llama-3.1-405B")
+    return [
+        Fits("FP8 weights on the node", d.gpu, d.gpus, m.weight_bytes(1)),
+        # Whether FP8 or BF16 weights plus the KV budget fit one node is what the parts ask.
+        Fits("weights and the KV budget", d.gpu, d.gpus, 0.0, asked=True),
+        WithinContext("Llama-3.1-405B", p["context"], "a request's context"),
+    ]

@@ -18,12 +18,15 @@ length in each variant, so the steady-state formula is exact up to block roundin
 """
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from exercises.coinciding import coinciding
+from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.spec import Evidence, Mistake, Quantity
 
 TOLERANCE: dict[str, float] = {
@@ -214,22 +217,51 @@ def run(p: dict[str, Any], admission: str) -> engine_sim.SimResult:
     return engine_sim.simulate(reqs, cfg, _cost(p))
 
 
+def held_blocks(res: engine_sim.SimResult, prompt_blocks: int) -> list[int]:
+    """Blocks of the pool that hold tokens after each step, for a run with no preemption (the
+    reservation): every running request's prompt and the tokens fed back so far, not the rest of
+    its reservation. A request holds prompt + generated - 1 (the last sampled token is not yet
+    fed back) from the step that gives its first token until the one that gives its last."""
+    lives = [(r.token_times, r.output) for r in res.requests.values() if r.token_times]
+    out = []
+    for st in res.steps:
+        end = st.start + st.duration
+        held = 0
+        for times, output in lives:
+            if times[0] <= end:
+                g = bisect.bisect_right(times, end)
+                if g < output:
+                    held += prompt_blocks + g - 1
+        out.append(held)
+    return out
+
+
 def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
+    """The KV pool under each rule, in % of its blocks: what the reservation books and what holds
+    tokens under it, and what current-length admission fills. No running count: the reservation's
+    would plateau at part 3's answer (exercises/evidence_leaks.py); the student gets the
+    concurrencies back from the shares, the pool and a request's footprint."""
     _, horizon = stream(p)
+    blocks = p["pool_tokens"] // p["block"]
     series = []
-    for label, adm in (("GUARANTEED_NO_EVICT (reserve prompt + max_tokens)", "reserve_max"),
-                       ("current-length admission (vLLM-style, recompute)", "current_length")):
-        res = run(p, adm)
-        steps = [st for st in res.steps if st.start <= horizon]
-        blocks = p["pool_tokens"] // p["block"]
-        series.append({"label": f"running requests: {label}", "unit": "requests",
-                       "points": [[round(st.start, 3), st.running] for st in steps]})
-        series.append({"label": f"KV blocks in use: {label}", "unit": "%",
-                       "points": [[round(st.start, 3), round(100 * st.used_blocks / blocks, 1)]
-                                  for st in steps]})
+    gne = run(p, "reserve_max")
+    steps = [st for st in gne.steps if st.start <= horizon]
+    held = held_blocks(gne, _blocks(p["prompt"], p["block"]))
+    label = "GUARANTEED_NO_EVICT"
+    series.append({"label": f"KV blocks reserved (prompt + max_tokens each): {label}",
+                   "unit": "%", "points": [[round(st.start, 3), round(100 * st.used_blocks / blocks, 1)]
+                                          for st in steps]})
+    series.append({"label": f"KV blocks holding tokens: {label}", "unit": "%",
+                   "points": [[round(st.start, 3), round(100 * h / blocks, 1)]
+                              for st, h in zip(steps, held, strict=False)]})
+    cur = run(p, "current_length")
+    series.append({"label": "KV blocks holding tokens: current-length admission (vLLM-style, "
+                            "recompute)", "unit": "%",
+                   "points": [[round(st.start, 3), round(100 * st.used_blocks / blocks, 1)]
+                              for st in cur.steps if st.start <= horizon]})
     return {
-        "running": Evidence(
-            title="One request stream, two admission rules",
+        "kv_pool": Evidence(
+            title="One request stream, two admission rules: the KV pool",
             filename="admission_timeline.json",
             kind="series",
             data={"x": {"label": "time", "unit": "s"}, "series": series},
@@ -237,7 +269,7 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
                      f"{p['max_tokens']:,} and generating {p['reply']:,} arrive evenly, faster "
                      "than either rule can serve, so both run full. Simulated at block "
                      f"granularity ({p['block']}-token blocks), one point per "
-                     f"{p['block']} decode steps."),
+                     f"{p['block']} decode steps; shares of the {p['pool_tokens']:,}-token pool."),
         )
     }
 
@@ -267,7 +299,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             return
         for i, old in enumerate(out):
             if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, f"{old.feedback} Or: {feedback}", old.name)
+                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))
 
@@ -342,3 +374,16 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "nobody extra.", "max_batch_size"),
     ]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    m = model(p["model"])
+    return [
+        Fits("weights and the capped pool", p["gpu"], p["tp"],
+             m.weight_bytes(p["wbytes"]) + p["tp"] * pool_gib(p) * GIB),
+        WithinContext(p["model"], p["prompt"] + p["max_tokens"], "prompt plus max_tokens"),
+        Holds(1 <= p["reply"] <= p["max_tokens"], "the reply stops within max_tokens"),
+    ]

@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
 LN100 = math.log(100.0)
@@ -302,6 +303,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
          "You put C (the CV) where the formula wants C^2."),
     ])
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Feasibility: what the statement claims, checked by exercises.feasibility for every variant
+
+def constraints(p: dict[str, Any]) -> list[Claim]:
+    return [
+        Fits("BF16 weights on the replica", p["gpu"], p["n_gpus"],
+             model(p["model"]).weight_bytes(2)),
+        WithinContext(p["model"], p["prompt_tokens"], "the mean prompt"),
+    ]
 
 
 # ----------------------------------------------------------------------------------------------

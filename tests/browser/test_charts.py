@@ -64,9 +64,9 @@ def test_every_evidence_file_is_drawn(page: Any, live_server: Any,
                                       plotter: dict[str, Any]) -> None:
     slugs = _evidence_exercises()
     assert "batch1_gap_trace" in slugs and "stream_stutter" in slugs
-    hol = registry.get("hol_blocking_policy")
-    canonical = registry.params_for(hol, registry.CANONICAL_VARIANT)
-    assert registry.evidence(hol, canonical)["ttft"].data["histogram"] == ["s"]
+    stutter = registry.get("stream_stutter")
+    canonical = registry.params_for(stutter, registry.CANONICAL_VARIANT)
+    assert registry.evidence(stutter, canonical)["itl"].data["histogram"] == ["ms"]
     max_points = None
     for slug in slugs:
         spec = registry.get(slug)
@@ -126,26 +126,27 @@ def test_trace_zooms_to_one_step(page: Any, live_server: Any, plotter: dict[str,
 
 def test_latency_histogram_bins_every_request(page: Any, live_server: Any,
                                               plotter: dict[str, Any]) -> None:
-    slug = "hol_blocking_policy"
+    slug = "stream_stutter"
     page.goto(f"{live_server.url}/ex/{slug}/")
     _wait_drawn(page)
     spec = registry.get(slug)
     variant = Assignment.objects.get(user=plotter["user"], exercise__slug=slug).variant
-    ev = registry.evidence(spec, registry.params_for(spec, variant))["ttft"]
-    drawn = page.locator('[data-evidence-plot="ttft"] canvas[data-distribution="s"]').evaluate(
+    ev = registry.evidence(spec, registry.params_for(spec, variant))["itl"]
+    drawn = page.locator('[data-evidence-plot="itl"] canvas[data-distribution="ms"]').evaluate(
         "(c) => Chart.getChart(c).data.datasets.map((d) => [d.label, d.data])")
     ys = [y for s in ev.data["series"] for _, y in s["points"]]
     lo, hi = min(ys), max(ys)
     assert hi > lo
     for series, (label, counts) in zip(ev.data["series"], drawn, strict=True):
-        # Twenty equal bins from the lowest to the highest TTFT of either order; the highest
-        # value falls in the last bin.
+        # Twenty equal bins from the lowest to the highest gap; the highest value falls in the
+        # last bin.
         want = [0] * 20
         for _, y in series["points"]:
             want[min(19, int((y - lo) / ((hi - lo) / 20)))] += 1
         assert (label, counts) == (series["label"], want)
-    # Both orders put requests at both ends: the short ones wait behind the long prompt or not.
-    assert drawn[0][1][-1] > 0 and drawn[1][1][0] > 0
+    # Two peaks, the plain and the mixed step, with empty bins between them.
+    counts = drawn[0][1]
+    assert counts[0] > 0 and counts[-1] > 0 and 0 in counts
 
 
 def test_decimation_keeps_the_ends_and_the_count(page: Any, live_server: Any,

@@ -46,28 +46,30 @@ def test_canonical_capacities():
     s = ex.solve(ex.CANONICAL)
     # 8 x 1,978.9e12 x 0.4 / (2 x 70.55e9) = 44,879 tok/s (notes: 44,850 with P = 70.6 B).
     assert s["prefill_capacity"].value == pytest.approx(44_879, abs=1)
-    # Pool: 8 x (0.9 x 81,559 MiB - 3 GiB) - 70.6 GB = 519 GB; batch floor(519e9 / (3,000 x
-    # 327,680)) = 527; step (70.6e9 + 527 x 2,750 x 327,680) / (8 x 3.35e12 x 0.75) = 27.1 ms;
-    # 527 / 27.14 ms = 19,419 tok/s (notes: 531, 27.3 ms, 19,440 on an 80 GiB reading).
+    # Pool, from the total the driver reports (what vLLM multiplies by gpu_memory_utilization):
+    # 8 x (0.9 x 81,090 MiB - 3 GiB) - 70.6 GB = 516 GB; batch floor(516e9 / (3,000 x
+    # 327,680)) = 524; step (70.6e9 + 524 x 2,750 x 327,680) / (8 x 3.35e12 x 0.75) = 27.0 ms;
+    # 524 / 27.00 ms = 19,404 tok/s (notes: 531, 27.3 ms, 19,440 on an 80 GiB reading; nvidia-smi's
+    # 81,559 MiB would give 519 GB, 527, 19,419).
     h100 = gpu("H100 SXM")
-    assert h100.hbm_reported_mib == 81_559
-    assert s["weights_gb"] == 70.6 and s["pool_gb"] == 519
-    assert s["batch"] == 527
-    assert s["step_ms"] == pytest.approx(27.14, abs=0.01)
-    assert s["decode_capacity"].value == pytest.approx(19_419, abs=1)
+    assert h100.hbm_driver_total_mib == 81_090 and s["driver_mib"] == 81_090
+    assert s["weights_gb"] == 70.6 and s["pool_gb"] == 516
+    assert s["batch"] == 524
+    assert s["step_ms"] == pytest.approx(27.00, abs=0.01)
+    assert s["decode_capacity"].value == pytest.approx(19_404, abs=1)
 
 
 def test_canonical_fleet_share_and_prices():
     s = ex.solve(ex.CANONICAL)
-    # Demand: 100,000 / 44,879 = 2.228 and 20,000 / 19,419 = 1.030 replica-seconds per second.
+    # Demand: 100,000 / 44,879 = 2.228 and 20,000 / 19,404 = 1.031 replica-seconds per second.
     assert s["rs_prefill"] == pytest.approx(2.228, abs=5e-4)
-    assert s["rs_decode"] == pytest.approx(1.030, abs=5e-4)
-    # 3.258 / 0.7 = 4.65 -> 5 replicas = 40 GPUs = $100 per hour.
-    assert s["replicas_exact"] == pytest.approx(4.654, abs=5e-4)
+    assert s["rs_decode"] == pytest.approx(1.031, abs=5e-4)
+    # 3.259 / 0.7 = 4.66 -> 5 replicas = 40 GPUs = $100 per hour.
+    assert s["replicas_exact"] == pytest.approx(4.656, abs=5e-4)
     assert s["replicas"].value == 5 and s["gpus"] == 40 and s["bill_h"] == 100
-    # The prompt is two thirds of the bill: 2.228 / 3.258 = 68.4 %.
+    # The prompt is two thirds of the bill: 2.228 / 3.259 = 68.4 %.
     assert s["prefill_share"].value == pytest.approx(68.4, abs=0.05)
-    # $68.39/h over 360 M input tokens = $0.190 per 1M; $31.61/h over 72 M = $0.439 per 1M.
+    # $68.37/h over 360 M input tokens = $0.190 per 1M; $31.63/h over 72 M = $0.439 per 1M.
     assert s["price_in"].value == pytest.approx(0.190, abs=5e-4)
     assert s["price_out"].value == pytest.approx(0.439, abs=5e-4)
     # Priced at full capacity instead (notes, Appendix C point 9): $0.12 and $0.29 per 1M.
@@ -75,7 +77,7 @@ def test_canonical_fleet_share_and_prices():
     assert s["full_out"] == pytest.approx(0.286, abs=5e-4)
     assert s["per_request_usd"] == pytest.approx(0.000694, abs=1e-6)
     # A 50 % prefix-cache hit rate: 1.11 + 1.03 = 2.14 -> 3.06 -> 4 replicas.
-    assert s["cached_rs"] == pytest.approx(2.144, abs=5e-4) and s["cached_replicas"] == 4
+    assert s["cached_rs"] == pytest.approx(2.145, abs=5e-4) and s["cached_replicas"] == 4
     assert s["levers"] == list(ex.PREFILL_LEVERS)
 
 

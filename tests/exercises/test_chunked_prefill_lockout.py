@@ -102,17 +102,34 @@ def test_the_simulated_timeline_matches_the_closed_forms(index: int | None) -> N
 
 
 def test_evidence_matches_the_parts() -> None:
+    """The series count tokens and requests; the parts' times are distances along the time axis
+    (two points of a series), to 1e-4 s, the rounding of the file's times."""
     for p in [ex.CANONICAL, *VARIANTS[:20]]:
         s = ex.solve(p)
         body = json.loads(registry.evidence_bytes(ex.evidence(p)["timeline"]))
-        gaps, steps, ttft = (series["points"] for series in body["series"])
-        assert len(gaps) + len(steps) + len(ttft) <= 5_000
-        assert max(y for _, y in gaps) == pytest.approx(s["last_gap"].value * 1e3, rel=1e-3)
-        assert min(y for _, y in gaps) == pytest.approx(s["t_dec_s"] * 1e3, rel=1e-3)
-        assert [y for _, y in steps] == sorted(y for _, y in steps)  # they climb
-        assert sum(y for _, y in steps) / 1e3 == pytest.approx(s["lockout"].value, rel=1e-3)
-        # The first request behind the prompt waits out the whole lockout.
-        assert ttft[0][1] > s["lockout"].value - 1 / ex.ARRIVAL_RATE
+        tokens, prefilled, waiting = (series["points"] for series in body["series"])
+        assert len(tokens) + len(prefilled) + len(waiting) <= 5_000
+        # One running decode: a token per step, its longest gap the last chunk's step and its
+        # shortest the decode-only step.
+        assert [y for _, y in tokens] == list(range(tokens[0][1], tokens[0][1] + len(tokens)))
+        gaps = [b[0] - a[0] for a, b in zip(tokens, tokens[1:], strict=False)]
+        assert max(gaps) == pytest.approx(s["last_gap"].value, abs=2e-4)
+        assert min(gaps) == pytest.approx(s["t_dec_s"], abs=2e-4)
+        # The long prompt: one chunk per step, the steps climbing from part 1's to part 2's gap,
+        # the whole staircase part 3's lockout.
+        assert [y for _, y in prefilled] == [i * p["chunk"] for i in range(s["k"] + 1)]
+        steps = [b[0] - a[0] for a, b in zip(prefilled, prefilled[1:], strict=False)]
+        assert steps == sorted(steps)
+        assert steps[0] == pytest.approx(s["first_gap"].value, abs=2e-4)
+        assert steps[-1] == pytest.approx(s["last_gap"].value, abs=2e-4)
+        assert prefilled[-1][0] - prefilled[0][0] == pytest.approx(s["lockout"].value, rel=1e-3)
+        # Nobody behind it is admitted before the last chunk ends: the queue only grows until
+        # then, to about the arrivals of the whole lockout, and then drains to nobody.
+        end = prefilled[-1][0]
+        during = [y for t, y in waiting if t < end]
+        assert during == sorted(during)
+        assert max(during) >= int(ex.ARRIVAL_RATE * s["lockout"].value) - 1
+        assert waiting[-1][1] == 0
 
 
 def test_every_variant_is_sensible() -> None:

@@ -382,4 +382,4 @@ def test_public_cases_start_with_the_statement_trace() -> None:
     cases = checks.public_cases(variant)
     assert cases[0]["input"]["requests"] == ex.case_input(variant)["requests"]
     assert cases[1]["input"] == dict(checks._edge_cases())["canonical"]
-    assert len(checks.public_cases(ex.CANONICAL)) == 2
+    assert len(checks.public_cases(ex.CANONICAL)) == 4

@@ -94,7 +94,8 @@ def test_variants_are_sensible_and_varied() -> None:
         seen["node_limit"].add(p["node_limit"])
         seen["tokens"].add(p["tokens_per_gpu"])
     assert seen["model"] == set(ex.MODELS) and seen["domain"] == set(ex.DOMAINS)
-    assert seen["node_limit"] == set(ex.NODE_LIMITS) and seen["tokens"] == set(ex.TOKENS_PER_GPU)
+    # M is DeepSeek-V3's own topk_group, not a free draw (a router the model does not have).
+    assert seen["node_limit"] == {4} and seen["tokens"] == set(ex.TOKENS_PER_GPU)
     assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
 
 

@@ -64,18 +64,29 @@ def test_canonical_per_token_and_per_gpu() -> None:
 
 def test_canonical_budgets_match_q22() -> None:
     # The notes' Q49 budgets (42.6 GiB, 106.5 GiB) use 141 GiB and a 4 GiB reserve; this exercise
-    # uses the convention of Q22 (141 × 10^9 B, 5 GB reserve), so both exercises show 37.8 GB.
+    # uses the convention of Q22 (141 × 10^9 B) with a 4 GB reserve, so its MLA budget is Q22's
+    # at that reserve. DeepSeek-V3's 85.0 GB per GPU counts q_a / kv_a whole on every GPU.
     s = ex.solve(ex.CANONICAL)
-    assert s["mla_w"] == 84.1 and s["gqa_w"] == 17.6
-    assert s["mla_budget"] == 37.8 and s["gqa_budget"] == 104.3
-    assert s["mla_budget"] == pytest.approx(q22.solve(q22.CANONICAL)["kv_space"].value)
+    assert ex.CANONICAL["reserve_gb"] == 4
+    assert s["mla_w"] == 85.0 and s["naive_mla_w"] == 84.1 and s["gqa_w"] == 17.6
+    assert s["mla_budget"] == 37.9 and s["gqa_budget"] == 105.3
+    assert s["mla_budget"] == pytest.approx(
+        q22.solve(dict(q22.CANONICAL, reserve_gb=4))["kv_space"].value)
     assert ex.mla_checkpoint_bytes() == q22.checkpoint_bytes()
     assert ex.mla_attention_bytes() == q22.attention_bytes()
-    # The story: MLA holds 16 sessions of 32K, GQA 77; 32 fit only on the GQA model.
-    assert s["mla_sessions"].value == 16 and s["gqa_sessions"] == 77
+    assert ex.mla_replicated_bytes() == q22.replicated_bytes()
+    # The story: MLA holds 16 sessions of 32K (16.46), GQA 78; 32 fit only on the GQA model.
+    assert s["mla_sessions"].value == 16 and s["gqa_sessions"] == 78
+    assert s["mla_cap"] == pytest.approx(16.46, abs=0.005)
     assert s["which_fits"] == "gqa_only"
-    assert s["dp_extra_gb"] == pytest.approx(9.99, abs=0.005)
-    assert s["fp8_row"] == 656 and s["fp8_gain"] == pytest.approx(1.756, abs=0.001)
+    # At Q22's 5 GB reserve the budget is 36.9 GB: 16.02 sessions, too near 16 (boundary rule).
+    five = ex.solve(dict(ex.CANONICAL, reserve_gb=5))
+    assert five["mla_budget"] == 36.9 and not ex.is_sensible(dict(ex.CANONICAL, reserve_gb=5))
+    # DP attention adds 7/8 of the split attention weights: (11.42 − 0.92) × 7/8 = 9.19 GB.
+    assert s["dp_extra_gb"] == pytest.approx(9.1875)
+    # vLLM / SGLang's FP8 cache for DeepSeek-V3: 576 B a layer, 2× the BF16 row's tokens;
+    # FlashMLA's 656-B fp8_ds_mla row is V3.2's.
+    assert s["fp8_row"] == 576 and s["fp8_gain"] == 2.0 and s["fp8_ds_mla_row"] == 656
 
 
 def test_replicated_heads_past_the_kv_head_count() -> None:

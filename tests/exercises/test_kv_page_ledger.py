@@ -91,30 +91,36 @@ def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_canonical_ledger_numbers() -> None:
     s = ex.solve(ex.CANONICAL)
-    # 0.9 x 80 GiB - 16.06 GB (14.96 GiB) - 4 - 1 - 0.5 GiB = 51.54 GiB of KV.
-    assert s["total_gib"] == 80 and s["weights_gb"] == 16.06
-    assert s["pool_gib"] == pytest.approx(51.54, abs=0.005)
-    # 128 KiB per token, 2 MiB per 16-token block: 51.54 x 512 = 26,389 blocks (422,224 tokens).
+    # vLLM starts from the total the driver reports: 81,090 MiB = 79.19 GiB (not nvidia-smi's
+    # 81,559 MiB, nor the notes' round 80 GiB).
+    assert s["driver_mib"] == 81_090 and s["total_gib"] == pytest.approx(79.19, abs=0.005)
+    # 0.9 x 79.19 GiB - 16.06 GB (14.96 GiB) - 4 - 1 - 0.5 GiB = 50.81 GiB of KV.
+    assert s["requested_gib"] == 71.2705 and s["weights_gb"] == 16.06
+    assert s["pool_gib"] == pytest.approx(50.81, abs=0.005)
+    # 128 KiB per token, 2 MiB per 16-token block: 50.81 x 512 = 26,016 blocks (416,256 tokens).
     assert s["kv_per_token"] == 131_072 and s["block_bytes"] == 2 * 2**20
-    assert s["pool_blocks"] == Quantity(26_389, "") and s["pool_tokens"] == 422_224
-    # 256 x ceil(1500/16) = 256 x 94 = 24,064 blocks at admission: 91 %.
-    assert s["admit_blocks"] == 24_064 and round(s["admit_pct"]) == 91
-    # 26,389 // 256 = 103 blocks = 1,648 tokens each: the 149th decode token needs the 104th.
-    assert s["per_req_blocks"] == 103 and s["exhaust_step"].value == 149
-    assert s["exhaust_ctx"] == 1_649
-    # Caps: 26,389 // ceil(5,500/16) = 26,389 // 344 = 76; mean end-of-life 250 blocks -> 105.
-    assert s["cap_worst"].value == 76 and s["worst_blocks"] == 344
-    assert s["cap_mean_n"] == 105 and s["mean_blocks"] == 250
+    assert s["pool_blocks"] == Quantity(26_016, "") and s["pool_tokens"] == 416_256
+    # 256 x ceil(1500/16) = 256 x 94 = 24,064 blocks at admission: 92 %.
+    assert s["admit_blocks"] == 24_064 and round(s["admit_pct"]) == 92
+    # 26,016 // 256 = 101 blocks = 1,616 tokens each: the 117th decode token needs the 102nd.
+    assert s["per_req_blocks"] == 101 and s["exhaust_step"].value == 117
+    assert s["exhaust_ctx"] == 1_617
+    # Caps: 26,016 // ceil(5,500/16) = 26,016 // 344 = 75 (75.63); mean end-of-life 250 -> 104.
+    assert s["cap_worst"].value == 75 and s["worst_blocks"] == 344
+    assert s["cap_mean_n"] == 104 and s["mean_blocks"] == 250
+    # The notes' round 80 GiB (their 26,389 blocks) and nvidia-smi's total are listed slips.
+    names = {m.name: m.answer for m in ex.mistakes(ex.CANONICAL) if m.part == "pool_blocks"}
+    assert names["round_total"] == 26_389 and names["nvidia_smi"] == 26_227
 
 
 @pytest.mark.parametrize(
     ("n", "step_ms", "user_tps", "tps", "capacity", "rho", "p_wait", "wait_s"),
     [
         # The notes' Erlang-C table at 1.5 req/s (t(n) = (16.06 GB + n x 2,750 x 128 KiB) /
-        # (3.35 TB/s x 0.8)); the notes round capacity 1.875 to 1.88.
-        (64, 14.6, 68.5, 4_383, 1.75, 0.86, 0.157, 0.62),
-        (76, 16.2, 61.7, 4_687, 1.88, 0.80, 0.039, 0.10),
-        (105, 20.1, 49.7, 5_220, 2.09, 0.72, 0.001, 0.0),
+        # (3.35 TB/s x 0.8)), at this pool's caps (the notes' 64, 76, 105 on 80 GiB).
+        (63, 14.5, 69.1, 4_355, 1.74, 0.86, 0.175, 0.72),
+        (75, 16.1, 62.2, 4_664, 1.87, 0.80, 0.044, 0.12),
+        (104, 20.0, 50.0, 5_205, 2.08, 0.72, 0.001, 0.0),
     ],
 )
 def test_canonical_queue_table(n: int, step_ms: float, user_tps: float, tps: float,
@@ -128,7 +134,7 @@ def test_canonical_queue_table(n: int, step_ms: float, user_tps: float, tps: flo
     assert r["p_wait"] == pytest.approx(p_wait, abs=0.0006)
     assert r["wait_s"] == pytest.approx(wait_s, abs=0.006)
     s = ex.solve(ex.CANONICAL)
-    assert s["lower_cap"] == 64 and s["cap_capacity"].value == pytest.approx(1.875, abs=1e-3)
+    assert s["lower_cap"] == 63 and s["cap_capacity"].value == pytest.approx(1.866, abs=1e-3)
 
 
 def test_erlang_c_matches_the_textbook_small_cases() -> None:
@@ -170,7 +176,9 @@ def test_variants_are_sensible_and_render() -> None:
             text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
             assert "{{" not in text
         seen.add(json.dumps(p, sort_keys=True))
-    assert len(seen) >= 150
+    # 150 before is_sensible kept the worst-case cap 0.5 % clear of a whole number (the tolerance
+    # policy's boundary rule), which leaves fewer distinct variants: 137 of 200.
+    assert len(seen) >= 125
 
 
 # --- the evidence timeline agrees with the graded numbers --------------------------------------
@@ -187,9 +195,11 @@ def test_evidence_timeline_matches_the_ledger(variant: Any) -> None:
     used = series[f"KV pool used (max_num_seqs = {n})"]
     assert used[0][1] == pytest.approx(s["admit_pct"], abs=0.01)  # the prompts' 91 %
     assert max(u for _, u in used) <= 100
-    # Capped at part 3's answer: never a preemption, and the cap is reached.
-    assert series[f"preemptions so far (max_num_seqs = {cap})"][-1][1] == 0
-    assert max(r for _, r in series[f"running requests (max_num_seqs = {cap})"]) == cap
+    # Capped at part 3's answer: never a preemption. The capped run is not labelled with the
+    # cap and shows no running count, which would print part 3's answer.
+    assert series["preemptions so far (the cap of part 3)"][-1][1] == 0
+    assert "running requests (the cap of part 3)" not in series
+    assert not any(str(int(cap)) in label for label in series if "part 3" in label)
 
 
 def test_scaled_run_is_exact_at_block_boundaries() -> None:
@@ -239,7 +249,8 @@ def test_reference_agrees_with_engine_sim_on_random_workloads() -> None:
     assert preempting > 50  # the workloads really preempt
 
 
-def test_canonical_burst_runs_dry_at_step_149() -> None:
+def test_notes_burst_runs_dry_at_step_149() -> None:
+    # The research notes' pool (26,389 blocks on a round 80 GiB); the canonical's is 26,016.
     trace = reference.simulate(reference.LedgerConfig(26_389, 16, 256),
                                [reference.Req(f"r{i:03d}", 0, 1500, 400, 400) for i in range(256)])
     assert trace.steps[0].used_blocks == 24_064

@@ -47,38 +47,53 @@ def test_canonical_setting() -> None:
 
 
 def test_checkpoint_and_attention_bytes_from_the_config() -> None:
-    # Notes: "≈ 673 GB → 84.1 GB per GPU"; attention 61 × 187.1 M = 11.41 B params, FP8.
+    # Notes: "≈ 673 GB" (their 84.1 GB per GPU splits it all; the engines keep q_a / kv_a whole);
+    # attention 61 × 187.1 M = 11.41 B params, FP8.
     assert ex.checkpoint_bytes() / 1e9 == pytest.approx(673.15, abs=0.01)
     m = model("DeepSeek-V3")
     assert m.attn_params_per_layer == 187_105_280
     assert ex.attention_bytes() / 1e9 == pytest.approx(11.416, abs=0.001)
+    # q_a and kv_a (15.14 M params a layer) stay whole on every TP rank: 0.92 GB in FP8.
+    assert m.tp_replicates_latent_proj
+    assert ex.replicated_bytes() == 923_700_064
+    assert ex.replicated_bytes() == pytest.approx(
+        m.layers * m.latent_proj_params_per_layer, rel=3e-4)  # the rest is the FP32 scales
+    # Per GPU the attention shrinks as the catalog's helper says (scales aside).
+    for tp in (8, 16):
+        split = (ex.attention_bytes() - ex.replicated_bytes()) / tp + ex.replicated_bytes()
+        assert split == pytest.approx(m.layers * m.attn_params_per_layer_per_gpu(tp), rel=3e-4)
+    assert ex.weights_per_gpu_bytes(8) / 1e9 == pytest.approx(84.95, abs=0.01)
     # The FP8 share is every matrix except the BF16 embedding, head and routers.
     assert m.kv_bytes_per_token(2) == 70_272
 
 
 def test_canonical_numbers() -> None:
     s = ex.solve(ex.CANONICAL)
-    assert s["ckpt_gb"] == 673 and s["w_gpu"] == 84.1 and s["attn_gb"] == 11.42
-    # 141 · 0.9 − 84.1 − 5 = 37.8 GB → 537 K tokens at 70,272 B/token.
-    assert s["kv_space"].value == pytest.approx(37.8)
-    assert s["tp_tokens"].value == pytest.approx(537_910, abs=1)
-    assert math.floor(s["tp_tokens"].value / 1e3) == 537
-    # 7/8 = 87.5 % of the KV memory is duplicates: 7 × 37.8 = 264.6 GB.
+    # 673 GB split 8 ways except the replicated 0.92 GB of q_a / kv_a: 85.0 GB, not 84.1.
+    assert s["ckpt_gb"] == 673 and s["w_gpu"] == 85.0 and s["attn_gb"] == 11.42
+    assert s["naive_w_gpu"] == 84.1 and s["repl_gb"] == 0.92
+    # 141 · 0.9 − 85.0 − 5 = 36.9 GB → 525 K tokens at 70,272 B/token.
+    assert s["kv_space"].value == pytest.approx(36.9)
+    assert s["tp_tokens"].value == pytest.approx(525_102, abs=1)
+    assert math.floor(s["tp_tokens"].value / 1e3) == 525
+    # 7/8 = 87.5 % of the KV memory is duplicates: 7 × 36.9 = 258.3 GB.
     assert s["waste_pct"] == 87.5
-    assert s["waste"].value == pytest.approx(264.6)
-    # DP8: +9.99 GB/GPU → 27.8 GB → 395 K tokens per GPU → 3.16 M per node, 5.9×.
-    assert s["dp_extra"].value == pytest.approx(9.99, abs=0.005)
-    assert s["dp_kv_gb"] == pytest.approx(27.8, abs=0.01)
-    assert math.floor(s["dp_tokens_gpu"] / 1e3) == 395
-    assert s["dp_tokens"].value == pytest.approx(3.16e6, rel=0.005)
-    assert s["gain"] == pytest.approx(5.9, abs=0.02)
-    # FP8 latent (FlashMLA, 40,016 B/token): 944 K tokens, still replicated.
-    assert s["fp8_kappa"] == 40_016
-    assert math.floor(s["fp8_ktokens"]) == 944
-    # Appendix E point 1: on the 143,771 MiB nvidia-smi reports, 662 K / 4.16 M (the notes
-    # truncate; the values are 662,843 and 4.165 M).
-    assert s["reported_kv_gb"] * 1e9 / s["kappa"] == pytest.approx(662e3, rel=0.002)
-    assert "4.17 M" in s["reported_note"]
+    assert s["waste"].value == pytest.approx(258.3)
+    # DP8: +(11.42 − 0.92) × 7/8 = 9.19 GB/GPU → 27.71 GB → 394 K tokens per GPU → 3.15 M, 6.0×.
+    assert s["dp_extra"].value == pytest.approx(9.1875)
+    assert s["dp_kv_gb"] == pytest.approx(27.71, abs=0.01)
+    assert math.floor(s["dp_tokens_gpu"] / 1e3) == 394
+    assert s["dp_tokens"].value == pytest.approx(3_154_884, abs=1)
+    assert s["gain"] == pytest.approx(6.01, abs=0.01)
+    # FP8 latent as vLLM / SGLang cache DeepSeek-V3 (576 B a layer, 35,136 B/token): 1,050 K
+    # tokens, still replicated. FlashMLA's 656-B fp8_ds_mla row is V3.2's format.
+    assert s["fp8_row"] == 576 and s["fp8_kappa"] == 35_136 and s["fp8_gain"] == 2.0
+    assert math.floor(s["fp8_ktokens"]) == 1050
+    assert s["fp8_ds_mla_row"] == 656
+    # What the engine computes: the 143,156 MiB the driver reports → 45.1 GB, 642 K / 4.09 M.
+    assert s["reported_kv_gb"] == pytest.approx(45.10, abs=0.005)
+    assert s["reported_kv_gb"] * 1e9 / s["kappa"] == pytest.approx(641_777, abs=1)
+    assert "143,156 MiB" in s["reported_note"] and "4.09 M" in s["reported_note"]
 
 
 def test_gqa_contrast() -> None:
@@ -140,7 +155,7 @@ def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
 # Templates and graders
 
 GIVENS = {"layers", "q_heads", "d_c", "d_r", "hbm_gb", "mem_util_pct", "ckpt_gb", "w_gpu",
-          "attn_gb", "attn_params_b", "heads_gpu"}
+          "attn_gb", "repl_gb", "attn_params_b", "heads_gpu"}
 
 
 def test_templates_render_and_statement_shows_only_givens() -> None:

@@ -28,11 +28,13 @@ VARIANTS = EX.variants(200)
 def test_canonical_reproduces_the_notes() -> None:
     p = ex.CANONICAL
     assert (p["model"], p["gpu"], p["tp"], p["prompt"] + p["victim_generated"]) == (
-        "Llama-3.1-70B", "H100 SXM", 8, 6_144)
+        "Llama-3.1-70B", "H100 SXM", 8, 6_143)
+    # One token short of max_tokens: a victim at its cap would have finished, not been preempted.
+    assert p["victim_generated"] < p["max_tokens"]
     s = ex.solve(p)
-    # 6,144 tokens x 327,680 B = 2,013,265,920 B = 2.013 GB (251.7 MB per GPU).
-    assert s["kappa"] == 327_680 and s["kv_bytes"] == 2_013_265_920
-    assert round(s["victim_kv"].value, 3) == 2.013 and round(s["kv_per_gpu_mb"], 1) == 251.7
+    # 6,143 tokens x 327,680 B = 2,012,938,240 B = 2.013 GB (251.6 MB per GPU).
+    assert s["kappa"] == 327_680 and s["kv_bytes"] == 2_012_938_240
+    assert round(s["victim_kv"].value, 3) == 2.013 and round(s["kv_per_gpu_mb"], 1) == 251.6
     # (2P n + 2 L d_q n^2) = 8.67e14 + 4.95e13 FLOPs at 8 x 989.4 TFLOPS x 50 % = 0.232 s.
     assert round(s["lin_pflop"], 3) == 0.867 and round(s["attn_pflop"], 4) == 0.0495
     assert round(s["recompute_s"].value, 3) == 0.232

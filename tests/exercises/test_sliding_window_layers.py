@@ -120,7 +120,9 @@ def test_variants_are_sensible_and_differ():
         assert s["concurrency"].value == math.floor(p["pool_gb"] * 1e9 / s["windowed_bytes"])
         seen.add(tuple(sorted(p.items())))
         models.add(p["model"])
-    assert len(seen) > 180
+    # 180 before is_sensible kept the count 0.5 % clear of a whole number (the tolerance policy's
+    # boundary rule), which leaves fewer distinct variants: 168 of 200.
+    assert len(seen) > 155
     assert models == set(ex.MODELS)
 
 

@@ -104,8 +104,20 @@ def test_timeline_agrees_with_the_graded_numbers(variant: Any) -> None:
     late = [st.running for st in cur.steps if 0.4 * horizon < st.start < horizon]
     assert abs(statistics.mean(late) - s["conc_current"].value) <= 0.12 * s["conc_current"].value
     assert cur.preemptions > 0
-    ev = ex.evidence(p)["running"].data
-    labels = [se["label"] for se in ev["series"]]
-    assert any("GUARANTEED_NO_EVICT" in lab for lab in labels)
-    assert all(0 <= pt[1] <= 100 for se in ev["series"] if se["unit"] == "%"
+    # The evidence: the pool in % under each rule, no running count (it would state part 3).
+    ev = ex.evidence(p)["kv_pool"].data
+    assert all(se["unit"] == "%" and 0 <= pt[1] <= 100 for se in ev["series"]
                for pt in se["points"])
+    reserved, held, current = ([y for t, y in se["points"] if 0.4 * horizon < t]
+                               for se in ev["series"])
+    assert "GUARANTEED_NO_EVICT" in ev["series"][0]["label"]
+    # The reservations book the pool to within one request's reservation ...
+    pool = p["pool_tokens"] // p["block"]
+    assert max(reserved) == pytest.approx(100 * s["conc_gne"].value * s["gne_blocks"] / pool,
+                                          abs=0.05)
+    # ... while what holds tokens under them is about part 3's requests at their mean footprint,
+    # and current-length admission fills the pool.
+    assert statistics.mean(held) == pytest.approx(
+        100 * s["conc_gne"].value * s["footprint"] / p["pool_tokens"], rel=0.2)
+    assert statistics.mean(held) < statistics.mean(current) - 10
+    assert statistics.mean(current) > 70  # recompute churn keeps it off 100 %

@@ -138,9 +138,23 @@ def test_audit_catches_a_quoted_figure_graded_wrong() -> None:
 # --- every exercise -------------------------------------------------------------------------------
 
 
+# Breaks kept on purpose, each with its reason; the test fails once one no longer breaks.
+EXCEPTIONS: dict[tuple[str, str, str, str | int], str] = {
+    ("kv_page_ledger", "cap_worst", "boundary", "canonical"): (
+        "floor(26,016 / 344) = floor(75.629): 0.49 % below 76, inside the 0.5 % margin. The next "
+        "whole number needs 128 more blocks of pool, and the pool part accepts only ±0.2 % (±52), "
+        "so no accepted pool answer moves the cap; the canonical is the research notes' own "
+        "setting (on the driver's 81,090 MiB), and no generated variant sits this close"),
+}
+
+
 @pytest.mark.parametrize("slug", sorted(registry.load_all()))
 def test_every_number_part_keeps_the_policy_over_300_variants(slug: str) -> None:
-    found = policy.audit(registry.get(slug), VARIANTS)
+    everything = policy.audit(registry.get(slug), VARIANTS)
+    excused = {k for k in EXCEPTIONS if k[0] == slug}
+    hit = {(slug, f.part, f.rule, f.variant) for f in everything} & excused
+    assert hit == excused, f"no longer breaks, drop the exception: {sorted(excused - hit)}"
+    found = [f for f in everything if (slug, f.part, f.rule, f.variant) not in excused]
     shown = "\n".join(str(f) for f in found[:20])
     assert not found, f"{len(found)} breaks of the tolerance policy, first ones:\n{shown}"
 

@@ -91,13 +91,26 @@ CANONICAL_TRACE: dict[str, Any] = {
 
 
 def public_cases(params: dict[str, Any]) -> list[Case]:
-    """The variant's chunk trace, the same trace with every block colliding, the regression."""
+    """The variant's chunk trace, the same trace with every block colliding, the regression,
+    a hit block held by two requests, and an evicted block re-cached."""
     p = params if "A" in params else CANONICAL_TRACE
     ops = trace_ops(p)
     return [
         make_case("example-trace", p["block_size"], p["num_blocks"], ops),
         make_case("example-trace@const", p["block_size"], p["num_blocks"], ops, "const"),
         make_case(REGRESSION_ID, 2, 3, REGRESSION_OPS, "const"),
+        # ALLOCATE counts every hit: b and c both hit a's freed blocks 0 and 1, so when b
+        # finishes they stay out of the free queue (c still holds them) until c finishes too.
+        make_case("example-hit-blocks-held-twice", 2, 6, [
+            ["allocate", "a", [1, 1, 2, 2, 3], None], ["free", "a", True],
+            ["allocate", "b", [1, 1, 2, 2, 4], None], ["allocate", "c", [1, 1, 2, 2, 5], None],
+            ["free", "b", True], ["free", "c", True]]),
+        # Eviction takes a block out of the table: a and b cache [5, 5] in blocks 0 and 1; d
+        # pops 0 again and re-caches it, now after 1, so the lookup accepts block 1 first.
+        make_case("example-evicted-block-recached-last", 2, 3, [
+            ["allocate", "a", [5, 5], None], ["allocate", "b", [5, 5], None],
+            ["free", "a", True], ["allocate", "c", [7], None], ["allocate", "d", [5, 5], None],
+            ["lookup", [5, 5, 9], None]]),
     ]
 
 

@@ -188,12 +188,20 @@ def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
 
 
 def public_cases(params: dict[str, Any]) -> list[Case]:
-    """What Run plays: the statement's trace, the facts-notes trace, and one with EOS."""
+    """What Run plays: the statement's trace, the facts-notes trace, one with EOS, and two
+    small ones for admission's limits (max_num_seqs; a queue head that does not fit)."""
     cases = [{"id": "example-1", "input": params_input(params)}]
     edges = dict(_edge_cases())
     if cases[0]["input"] != edges["canonical"]:
         cases.append({"id": "example-2", "input": edges["canonical"]})
     cases.append({"id": f"example-{len(cases) + 1}", "input": edges["preempted-then-eos"]})
+    # Rule 5's two limits on admission. Blocks and budget are plentiful, but max_num_seqs = 2:
+    # R2 waits until a running request finishes.
+    cases.append({"id": f"example-{len(cases) + 1}", "input": make_input(
+        8, 2, 2, 16, [req("R0", [1, 2], 2), req("R1", [3, 4], 2), req("R2", [5, 6], 2)])})
+    # R1 (3 blocks) does not fit beside R0; R2 (1 block) would, but must not overtake R1.
+    cases.append({"id": f"example-{len(cases) + 1}", "input": make_input(
+        4, 2, 3, 16, [req("R0", [1, 2, 3], 3), req("R1", range(10, 16), 2), req("R2", [7], 2)])})
     return cases
 
 

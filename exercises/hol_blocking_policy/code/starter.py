@@ -15,10 +15,11 @@ How the engine uses your order (every step, until every request has its first to
   token at the end of the step (TTFT = that time minus its arrival). Requests are followed only
   to their first token, so nothing else competes for the budget.
 
-Your policy passes a workload when both hold (the statement gives the numbers):
-* its mean TTFT is at most 30 % (+ 10 ms) above the reference policy's, and
-* its worst TTFT (the request that waited longest) is at most 2x (+ 10 ms) the reference's,
-  so a policy that starves a long prompt behind a stream of short ones fails.
+Your policy passes a workload when both hold (the statement explains them):
+* its mean TTFT is at most 30 % (+ 10 ms) above the reference policy's (cut the mean), and
+* its worst TTFT (the request that waited longest) is at most 2x (+ 10 ms) the worst TTFT under
+  first come, first served on the same workload (starve no one), so a policy that starves a long
+  prompt behind a stream of short ones fails.
 """
 from __future__ import annotations
 

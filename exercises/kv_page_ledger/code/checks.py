@@ -82,14 +82,33 @@ SMALL_STORY = sim_input(93, 4, 8, 0, "current_length",
                         [(f"r{i}", 0, 37, 16, 16) for i in range(8)])
 
 
+# Rule 3 (requeue at the HEAD), shown: a and b fill the 4 blocks of 2; c arrives at step 1 and
+# waits. At step 3 a grows into a third block and preempts b, which goes back AHEAD of c; a
+# finishes in that step, so at step 4 b is readmitted first (3 blocks) and c must wait for it.
+# Sent to the tail, b would wait behind c instead.
+REQUEUE_AT_HEAD = sim_input(4, 2, 4, 0, "current_length",
+                            [("a", 0, 2, 4, 4), ("b", 0, 2, 4, 4), ("c", 1, 3, 2, 2)])
+
+
 def public_cases(params: dict[str, Any]) -> list[Case]:
-    """What Run shows: the functions on the notes' numbers, the shrunk story, a reservation."""
+    """What Run shows: the functions on the notes' numbers, the shrunk story, a reservation, a
+    preempted request going back ahead of one that was already waiting, and admission's two
+    stops (max_num_seqs; a head that does not fit)."""
     return [
         {"id": "example-functions", "input": CANONICAL_CALLS},
         {"id": "example-prompts-fit-outputs-dont", "input": SMALL_STORY},
         {"id": "example-reserve-max", "input": sim_input(
             20, 4, 4, 0, "reserve_max",
             [("a", 0, 6, 3, 10), ("b", 0, 5, 4, 8), ("c", 1, 3, 2, 4)])},
+        {"id": "example-preempted-requeue-at-the-head", "input": REQUEUE_AT_HEAD},
+        # Rule 4's two stops. Blocks are plentiful but max_num_seqs = 2: c waits for a slot.
+        {"id": "example-max-num-seqs-caps-admission", "input": sim_input(
+            20, 4, 2, 0, "current_length",
+            [("a", 0, 4, 2, 2), ("b", 0, 4, 2, 2), ("c", 0, 4, 2, 2)])},
+        # big (5 blocks) does not fit beside a; small (1 block) would, but may not skip ahead.
+        {"id": "example-blocked-head-blocks-the-queue", "input": sim_input(
+            6, 2, 3, 0, "current_length",
+            [("a", 0, 4, 3, 3), ("big", 0, 9, 2, 2), ("small", 0, 1, 2, 2)])},
     ]
 
 

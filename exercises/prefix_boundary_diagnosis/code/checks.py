@@ -91,7 +91,8 @@ def diagnose_case(cid: str, observed: float, predictions: dict[str, float],
 
 def public_cases(params: dict[str, Any]) -> list[Case]:
     """The examples a student can Run: the statement's two prompts, a small replay of the
-    template break, and the statement's counters."""
+    template break, the statement's counters, a prompt that fills its blocks exactly, and a
+    small replay with a capacity."""
     a = params.get("prompt_a") or [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     b = params.get("prompt_b") or [1, 2, 3, 4, 5, 60, 7, 8, 9, 10]
     block = int(params.get("block", 4))
@@ -106,6 +107,15 @@ def public_cases(params: dict[str, Any]) -> list[Case]:
     after = params.get("after") or [{HITS: 30.0, QUERIES: 200.0}]
     cases.append({"id": "example-5-statement-counters",
                   "input": {"fn": "observed_hit_rate", "before": before, "after": after}})
+    # A prompt that fills its blocks exactly, sent twice and then extended: the repeat may not
+    # reuse the block holding its last token, and the extension finds both blocks cached.
+    cases.append(window_case("example-6-full-block-prompt-repeated-then-extended",
+                             [sys_prompt[:8], sys_prompt[:8], sys_prompt], 4))
+    # Capacity 3 blocks of 2: the third request refreshes the first prompt's chain, so the fourth
+    # evicts the other prompt's block (least recently used), then the chain's tail, never its head.
+    cases.append(window_case("example-7-capacity-lru-evicts-the-tail",
+                             [[1, 2, 3, 4, 5], [6, 7, 8], [1, 2, 3, 4, 5], [9, 10, 11, 12, 13],
+                              [1, 2, 3, 4, 5]], 2, capacity=3))
     return cases
 
 

@@ -107,11 +107,15 @@ def _float_safe(inp: dict[str, Any]) -> bool:
     return True
 
 
-def _bound_text(inp: dict[str, Any]) -> str:
+def _bound_text(inp: dict[str, Any], total: int, best: int) -> str:
+    """The case's a_i and B and what is wrong, not the closed form for the minimum: that form
+    answers parts 1 and 3 (the smallest fleet and the cap), so the message must not print it."""
     a, b, _ = _exact(inp)
-    n = len(a)
-    return (f"a = {a} (sum {sum(a)}), B = {b}: the minimum is max(sum(a) = {sum(a)}, "
-            f"B + max(a) = {b + max(a)}, ceil(N·B/(N−1)) = {-(-n * b // (n - 1))})")
+    given = f"a = {a} (sum {sum(a)}), B = {b}"
+    if total > best:
+        return (f"{given}; a smaller fleet still covers every region's own peak and leaves at "
+                "least B after the loss of any one region")
+    return f"{given}; {_replicas(total)} cannot cover both after every single loss"
 
 
 # ---------------------------------------------------------------- hidden cases
@@ -269,7 +273,8 @@ def _judge(case: Case, got: Any, exp: dict[str, Any]) -> list[tuple[str, bool, s
     best = sum(c for _, c in want)
     ok_total = total == best
     out.append(("smallest total", ok_total, "" if ok_total else (
-        f"{where} returned {_replicas(total)} in all; the minimum is {best} — {_bound_text(inp)}")))
+        f"{where} returned {_replicas(total)} in all; the minimum is {best} — "
+        f"{_bound_text(inp, total, best)}")))
     ok_place = counts == [c for _, c in want]
     out.append(("spare placed by the rule", ok_place, "" if ok_place else (
         f"{where} returned {dict(zip(names, counts, strict=True))}, expected "
