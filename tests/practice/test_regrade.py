@@ -34,6 +34,14 @@ def reference_answer() -> str:
     return answer_text(spec.part(PART), solution[PART])
 
 
+def gb_not_gib_answer() -> str:
+    """The known GB-for-GiB slip of the canonical variant, as a student types it."""
+    spec = registry.get(SLUG)
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    slip = next(m for m in registry.mistakes(spec, params, PART) if m.name == "gb_not_gib")
+    return f"{slip.answer:.0f}"
+
+
 def stale(user: User, answer: str | None = None, score: float = 0.0,
           verdict: str = "incorrect") -> Submission:
     """A right answer that yesterday's grader scored 0 (the bug the re-grade fixes), with the
@@ -70,7 +78,7 @@ class TestActions:
     def setup(self) -> None:
         self.prof, self.cohort, (self.ann, self.bob), self.outsider = make_class()
         self.right = stale(self.ann)  # right, scored 0: the re-grade changes it
-        self.wrong = stale(self.bob, answer="23858", score=0.0)  # a known mistake: stays 0
+        self.wrong = stale(self.bob, answer=gb_not_gib_answer(), score=0.0)  # a known mistake: stays 0
         self.theirs = stale(self.outsider)  # another instructor's student: not touched
 
     def start(self) -> RegradeJob:
@@ -278,7 +286,7 @@ def test_a_worker_regrades_over_redis(celery_broker: Any, start_worker: Any) -> 
     start_worker()
     prof, cohort, (ann, bob), outsider = make_class()
     right = [stale(ann), stale(bob), stale(ann)]
-    wrong = stale(bob, answer="23858")  # gb_not_gib: still wrong
+    wrong = stale(bob, answer=gb_not_gib_answer())  # still wrong
     theirs = stale(outsider)
     with transaction.atomic():  # enqueued when this commits (on_commit), as in a request
         job = actions.start_regrade(prof, Exercise.objects.get(slug=SLUG))
@@ -314,7 +322,7 @@ def test_a_worker_regrades_over_redis(celery_broker: Any, start_worker: Any) -> 
 def test_the_progress_page_updates_itself_in_the_browser(page: Any, live_server: Any) -> None:
     prof, cohort, (ann, bob), _ = make_class()
     right = stale(ann)
-    stale(bob, answer="23858")
+    stale(bob, answer=gb_not_gib_answer())
     client = Client()
     client.force_login(prof)
     page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
