@@ -8,16 +8,18 @@ The policy (DESIGN.md §3; issue 18 item 2):
   or more: below 100 a whole number rounded to two figures is itself, above it "252" rounded is
   "250", and a student must know which one is wanted.
 - No listed mistake may be accepted: not its value, not its value as the student would type it
-  rounded as the part allows (two figures, or the figures the prompt asks for). Nor may the "no effect" answer (a ratio of 1, a change of 0) where the reference is
-  an effect.
+  rounded as the part allows (two figures, or the figures the prompt asks for). Nor may the "no
+  effect" answer (a ratio of 1) on a part about a speedup, a slowdown or a ratio.
 - An exact count that `solve()` got by rounding a real number (it says so by returning that number
   as `<part id>_unrounded`) must not sit within 0.5 % of the rounding boundary: a student working
   from the statement's rounded figures lands on the other side of it.
 
+- A figure that the title, summary or a prompt quotes, and that is a part's canonical reference
+  as written, is accepted for that part.
+
 `graders.precision.accepts()` is the acceptance rule the number grader applies; `audit()` checks
-the rest over many
-variants of one exercise and returns what breaks it, for the test suite (over 300 variants of
-every exercise) and for authors (`manage.py selftest`). No Django here.
+the rest over many variants of one exercise and returns what breaks it. The test suite runs it
+over 300 variants of every exercise (tests/graders/test_tolerance_policy.py). No Django here.
 """
 from __future__ import annotations
 
