@@ -52,6 +52,7 @@ import ctypes.util
 import functools
 import itertools
 import json
+import logging
 import math
 import os
 import resource
@@ -105,6 +106,9 @@ BASE_ENV: dict[str, str] = {
 }
 
 JOB_PREFIX = "roofline-job-"
+
+# What an operator sees when a run left something behind for the next one (and it was retired).
+log = logging.getLogger("roofline.sandbox")
 
 
 def runtime_venv_host_path() -> str:
@@ -231,9 +235,12 @@ def _lane_netns(lane: int) -> int | None:
     one (cleanup_net) cost ~2-4 ms per run on the 2-core dev/CI VM, partly inside the *next*
     process's time. Reuse keeps isolation: the namespace belongs to the initial user namespace,
     so the sandbox (root only in its own user namespace) cannot configure it; seccomp forbids
-    every socket family but AF_UNIX; and a lane runs one submission at a time, every process of
-    which is dead before the next starts, so nothing (an abstract unix socket, say) survives
-    from one submission to the next. Lanes never share one: concurrent runs stay apart.
+    every socket family but AF_UNIX; a lane runs one submission at a time, every process of
+    which is dead before the next starts; and a Unix socket outlives its processes only in
+    flight (an SCM_RIGHTS cycle that just the kernel's garbage collector frees), so after each
+    run the namespace is checked for sockets and, holding any, retired
+    (_retire_netns_if_used): nothing (an abstract unix socket, say) survives from one
+    submission to the next. Lanes never share one: concurrent runs stay apart.
     The IPC namespace is *not* reused: SysV shared memory and message queues outlive their
     creators there.
     """
@@ -247,6 +254,42 @@ def _lane_netns(lane: int) -> int | None:
             with _state_lock:
                 _netns[lane] = fd
     return fd
+
+
+def _unix_sockets_in(netns_fd: int) -> int:
+    """How many Unix sockets live in the namespace behind `netns_fd` (its /proc/net/unix, read
+    by this thread from inside it; setns changes only the calling thread)."""
+    host_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _sys("setns", netns_fd, _CLONE_NEWNET)
+        try:
+            with open("/proc/thread-self/net/unix", "rb") as fh:
+                return max(0, len(fh.read().splitlines()) - 1)  # less the header line
+        finally:
+            _sys("setns", host_ns, _CLONE_NEWNET)
+    finally:
+        os.close(host_ns)
+
+
+def _retire_netns_if_used(lane: int, netns_fd: int) -> bool:
+    """Drop the lane's namespace when a finished run left a socket in it (see _lane_netns):
+    the next run gets a new one, and the old one lives only as long as those sockets do, out
+    of everyone's reach. True when retired. Any doubt (the check itself failing) retires."""
+    try:
+        left = _unix_sockets_in(netns_fd)
+    except OSError as exc:
+        left, why = -1, str(exc)
+    if left == 0:
+        return False
+    log.warning("sandbox lane %d: %s; its network namespace is retired", lane,
+                f"{left} unix socket(s) outlived the run" if left > 0
+                else f"cannot count its sockets ({why})")
+    with _state_lock:
+        if _netns.get(lane) == netns_fd:
+            del _netns[lane]
+    with contextlib.suppress(OSError):
+        os.close(netns_fd)
+    return True
 
 
 # -- spawning without exec'd helpers: this thread's own credentials ------------------------
@@ -866,11 +909,21 @@ class BwrapBackend:
                     usage = _reap(child, child_fd, REAP_TIMEOUT_S)
                 if child_fd is not None:
                     os.close(child_fd)
+                if netns_fd is not None:
+                    _retire_netns_if_used(lane, netns_fd)
+                oom = False
                 if cg is not None:
                     # Belt and braces (normally already empty); a lane left busy is replaced
                     # before its next run.
                     cg.dirty = not cg.kill_all()
-            oom = cg is not None and cg.oom_kills() > oom_before
+                    oom = cg.oom_kills() > oom_before
+                    pinned = 0 if cg.dirty else cg.pinned_bytes()
+                    if pinned > cgroups.PINNED_SLACK_BYTES:
+                        # Memory outlived the run (sockets in flight): the next run would be
+                        # charged for it, so it gets a fresh cgroup instead.
+                        log.warning("sandbox lane %d: %.1f MiB outlived the run in cgroup %s; "
+                                    "the cgroup is retired", lane, pinned / (1 << 20), cg.name)
+                        cgroups.retire_lane(lane)
             if not (released and _gate_consumed(gate_r)):
                 raise SandboxSetupError(
                     f"bwrap failed to set up the sandbox (exit {rc}): {_bwrap_errors(out.stderr)}",

@@ -217,6 +217,30 @@ def test_v2_oom_kill_counter(v2: tuple[FakeFS, str]) -> None:
     assert lane.oom_kills() == 2
 
 
+def test_v2_pinned_bytes_leave_out_file_pages(v2: tuple[FakeFS, str]) -> None:
+    """Page cache may stay charged to an emptied lane; memory no file backs may not."""
+    _, parent = v2
+    lane = cg.LaneCgroup(cg.detect_v2_at(parent), "roofline-sbx-1.2-0.1")
+    lane.create()
+    unified = Path(lane.dirs["unified"])
+    (unified / "memory.current").write_text(f"{(40 << 20) + 4096}\n")
+    (unified / "memory.stat").write_text(f"anon 0\nfile {40 << 20}\nsock 4096\n")
+    assert lane.pinned_bytes() == 4096
+    (unified / "memory.stat").write_text(f"anon 0\nfile {8 << 20}\nshmem {32 << 20}\n")
+    assert lane.pinned_bytes() == (32 << 20) + 4096 > cg.PINNED_SLACK_BYTES
+
+
+def test_v1_pinned_bytes_leave_out_file_pages(v1: tuple[FakeFS, cg.CgroupSetup]) -> None:
+    _, setup = v1
+    lane = cg.LaneCgroup(setup, "roofline-sbx-1.2-0.1")
+    lane.create()
+    mem = Path(lane.dirs["memory"])
+    (mem / "memory.usage_in_bytes").write_text(f"{70 << 20}\n")
+    (mem / "memory.stat").write_text(f"cache {64 << 20}\ntotal_active_file {60 << 20}\n"
+                                     f"total_inactive_file {4 << 20}\ntotal_shmem 0\n")
+    assert lane.pinned_bytes() == 6 << 20
+
+
 def test_v2_add_and_kill_all_uses_cgroup_kill(v2: tuple[FakeFS, str],
                                                sleeper: subprocess.Popen[bytes]) -> None:
     fs, parent = v2

@@ -311,6 +311,71 @@ def test_nothing_survives_in_the_network_namespace(hostile_backend: Backend) -> 
     assert lines(second) == [f"refused {errno.ECONNREFUSED}"], second.stdout
 
 
+# A socket sent over SCM_RIGHTS into a socketpair that holds itself outlives every process of
+# its run: only the kernel's Unix garbage collector frees the cycle, some time later. Until then
+# what it carries (here a memfd) is charged to the lane's memory cgroup and the abstract name it
+# bound is in the lane's network namespace.
+PIN_IN_FLIGHT = """
+import array, os, socket, sys
+chunk, fds = b'\\1' * (1 << 20), []
+for mib in range(int(sys.argv[2])):
+    if mib % 8 == 0:  # RLIMIT_FSIZE caps each file, memfds included
+        fds.append(os.memfd_create('pinned'))
+    os.write(fds[-1], chunk)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind('\\0' + sys.argv[1]); s.listen(8)
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                    array.array('i', [a.fileno(), b.fileno(), s.fileno(), *fds]))])
+print('pinned')
+"""
+PROBE_ABSTRACT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect('\\0' + sys.argv[1]); print('reached')
+except OSError as e:
+    print('refused', e.errno)
+"""
+
+
+def test_sockets_in_flight_pin_nothing_for_the_next_run(hostile_backend: Backend) -> None:
+    """Pin 160 MiB in flight, then a correct run that needs 160 MiB of the 256 MiB limit: it
+    must not be charged for the first run's leftovers (it was graded "memory limit exceeded")."""
+    pin = run(hostile_backend, PIN_IN_FLIGHT, f"roofline-pin-{uuid.uuid4().hex}", "160")
+    assert pin.verdict == "OK" and pin.stdout == b"pinned\n", pin
+    victim = run(hostile_backend, "x = bytearray(160 << 20); x[::4096] = b'v' * len(x[::4096]); "
+                                  "print(len(x) >> 20)")
+    assert (victim.verdict, victim.stdout) == ("OK", b"160\n"), victim
+
+
+def test_abstract_socket_in_flight_is_gone_for_the_next_run(hostile_backend: Backend) -> None:
+    name = f"roofline-inflight-{uuid.uuid4().hex}"
+    pin = run(hostile_backend, PIN_IN_FLIGHT, name, "1")
+    assert pin.verdict == "OK" and pin.stdout == b"pinned\n", pin
+    probe = run(hostile_backend, PROBE_ABSTRACT, name)
+    assert probe.verdict == "OK", probe
+    assert lines(probe) == [f"refused {errno.ECONNREFUSED}"], probe.stdout
+
+
+def test_the_lane_is_at_baseline_after_a_run(hostile_backend: Backend) -> None:
+    """What the next run of this lane starts from, read right after a pinning run: no memory
+    beyond the slack that no file backs, and no socket in its network namespace."""
+    if not isinstance(hostile_backend, BwrapBackend):
+        pytest.skip("lanes are the bwrap backend's; docker starts each run in a new container")
+    from runners import bwrap
+
+    pin = run(hostile_backend, PIN_IN_FLIGHT, f"roofline-pin-{uuid.uuid4().hex}", "64")
+    assert pin.verdict == "OK", pin
+    setup = cg.detect()
+    if setup.version != "none":
+        lane = cg.lane_cgroup(setup, 0)
+        assert lane.pinned_bytes() <= cg.PINNED_SLACK_BYTES, lane.pinned_bytes()
+    netns = bwrap._lane_netns(0)
+    if netns is not None:
+        assert bwrap._unix_sockets_in(netns) == 0
+
+
 # -- host files -------------------------------------------------------------------------------
 
 PROBE_PATHS = """
