@@ -902,6 +902,28 @@ def test_large_but_allowed_submission_runs(hostile_backend: Backend, q41: Q41) -
     assert q41.grade(hostile_backend, source).score == 1.0
 
 
+def test_pinned_memory_does_not_fail_the_next_student(hostile_backend: Backend,
+                                                      q41: Q41) -> None:
+    """The report's sequence, in this one worker process through the grader: a submission pins
+    ~440 MiB in flight at import, then an honest one that needs 60 MiB must get 1.0, not
+    "Memory limit (512 MiB) exceeded"."""
+    pin = ("import array, os, socket\n"
+           "fds = []\n"
+           "for mib in range(440):\n"
+           "    if mib % 8 == 0:\n"
+           "        fds.append(os.memfd_create('pinned'))\n"
+           "    os.write(fds[-1], b'\\1' * (1 << 20))\n"
+           "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+           "a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,\n"
+           "                    array.array('i', [a.fileno(), b.fileno(), *fds]))])\n"
+           "for fd in fds:\n"
+           "    os.close(fd)\n")
+    assert q41.grade(hostile_backend, q41.reference + "\n" + pin).score == 1.0
+    honest = "BALLAST = bytearray(60 << 20)\nBALLAST[::4096] = b'b' * len(BALLAST[::4096])\n"
+    result = q41.grade(hostile_backend, q41.reference + "\n" + honest)
+    assert result.score == 1.0, result
+
+
 NON_UTF8 = b"\xff\xfe\x80\x81 not utf-8 \xc3\x28 \xed\xa0\x80 \x00\x01\x02\n"
 
 
