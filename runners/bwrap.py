@@ -917,7 +917,8 @@ class BwrapBackend:
                     # before its next run.
                     cg.dirty = not cg.kill_all()
                     oom = cg.oom_kills() > oom_before
-                    pinned = 0 if cg.dirty else cg.pinned_bytes()
+                    pinned = 0 if cg.dirty else cg.pinned_bytes(
+                        below=cgroups.PINNED_SLACK_BYTES)
                     if pinned > cgroups.PINNED_SLACK_BYTES:
                         # Memory outlived the run (sockets in flight): the next run would be
                         # charged for it, so it gets a fresh cgroup instead.

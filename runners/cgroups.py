@@ -356,22 +356,24 @@ class LaneCgroup:
                 return int(value or 0)
         return 0
 
-    def pinned_bytes(self) -> int:
+    def pinned_bytes(self, below: int = 0) -> int:
         """Memory still charged to the (emptied) lane that no file backs. Page cache of the
         runtime's files is reclaimable and may stay; anything else lives on past its run only
         through the kernel (sockets in flight, the memfds and buffers they carry), and would be
-        charged against the next run's limit."""
+        charged against the next run's limit. A total charge of at most `below` is returned as
+        is, without reading the (slower) statistics."""
         try:
             if self.setup.version == "v1":
                 mem = self.dirs["memory"]
                 usage = int(_read(os.path.join(mem, "memory.usage_in_bytes")))
-                stat = _read(os.path.join(mem, "memory.stat"))
                 file_keys = ("total_active_file", "total_inactive_file")
             else:
                 mem = self.dirs["unified"]
                 usage = int(_read(os.path.join(mem, "memory.current")))
-                stat = _read(os.path.join(mem, "memory.stat"))
                 file_keys = ("file",)
+            if usage <= below:
+                return usage
+            stat = _read(os.path.join(mem, "memory.stat"))
         except (OSError, KeyError, ValueError):
             return 0  # no memory accounting to read: nothing to compare against
         fields = dict(line.split(" ", 1) for line in stat.splitlines() if " " in line)
