@@ -29,6 +29,7 @@ is the TTFT); a decode step therefore computes exactly one token. The step-time 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -377,6 +378,35 @@ def spike_arrivals(base_rate: float, spike_rate: float, spike_start: float, spik
         out.append(t)
         rate = spike_rate if spike_start <= t < spike_start + spike_s else base_rate
         t += 1.0 / rate
+    return out
+
+
+def segment_arrivals(segments: Sequence[Sequence[float]], bursts: Sequence[Sequence[float]] = (),
+                     poisson_seed: int | None = None) -> list[float]:
+    """Arrival times, sorted: back-to-back segments [duration_s, rate_per_s] from t = 0, evenly
+    spaced in each (or exponential gaps drawn from `poisson_seed`), plus bursts [t, n] of n
+    simultaneous arrivals. The admission-rule code part builds its workloads with this, in the
+    sandbox (to run the rule) and in the worker (to replay the rule's decisions)."""
+    out: list[float] = []
+    rng = random.Random(poisson_seed) if poisson_seed is not None else None
+    start = 0.0
+    for duration, rate in segments:
+        end = start + duration
+        if rate > 0:
+            if rng is None:
+                k = 0
+                while start + k / rate < end:
+                    out.append(start + k / rate)
+                    k += 1
+            else:
+                t = start + rng.expovariate(rate)
+                while t < end:
+                    out.append(t)
+                    t += rng.expovariate(rate)
+        start = end
+    for t, n in bursts:
+        out.extend([float(t)] * int(n))
+    out.sort()
     return out
 
 

@@ -187,6 +187,11 @@ def _score(results: list[Any]) -> float:
     return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
+def _replayed(module: Any, case: dict[str, Any]) -> Any:
+    """What the checks grade for `module` on `case`: its answers, replayed in the worker."""
+    return checks.replay(case, driver.run_case(module, case["input"]))
+
+
 def _policy(fn: Any) -> types.ModuleType:
     module = types.ModuleType("q10_policy")
     module.order = fn  # type: ignore[attr-defined]
@@ -199,7 +204,7 @@ def test_reference_passes_every_workload(all_cases: list[dict[str, Any]],
     assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
     assert all(c.passed for c in results)
     for case, exp in zip(all_cases, expected, strict=True):
-        ttft = exp["output"]["ttft"]
+        ttft = checks.replay(case, exp["output"]).ttft
         assert sorted(ttft) == sorted(r[0] for r in case["input"]["requests"])
         assert all(t > 0 for t in ttft.values())
 
@@ -227,12 +232,12 @@ def test_the_blurbs_queue_exposes_fcfs(all_cases: list[dict[str, Any]],
                                        expected: list[dict[str, Any]]) -> None:
     # Hand-written: on the blurb's queue FCFS gives 1.86 s against the reference's 0.51 s.
     i = next(i for i, c in enumerate(all_cases) if c["id"] == "edge-blurb-queue")
-    got = driver.run_case(_policy(sim.fcfs), all_cases[i]["input"])
-    ref = expected[i]["output"]
-    assert sum(got["ttft"].values()) / 11 == pytest.approx(1.86, abs=0.005)
-    assert sum(ref["ttft"].values()) / 11 == pytest.approx(0.51, abs=0.005)
-    assert got["admissions"][0] == [0.0, ["r0"]]
-    assert ref["admissions"][0] == [0.0, [f"r{i}" for i in range(1, 11)]]
+    got = _replayed(_policy(sim.fcfs), all_cases[i])
+    ref = checks.replay(all_cases[i], expected[i]["output"])
+    assert sum(got.ttft.values()) / 11 == pytest.approx(1.86, abs=0.005)
+    assert sum(ref.ttft.values()) / 11 == pytest.approx(0.51, abs=0.005)
+    assert got.admissions[0] == [0.0, ["r0"]]
+    assert ref.admissions[0] == [0.0, [f"r{i}" for i in range(1, 11)]]
 
 
 def test_other_sensible_aging_rates_pass(all_cases: list[dict[str, Any]],
@@ -278,15 +283,15 @@ def test_a_policy_of_another_shape_passes(seed: int, tmp_path: Path) -> None:
     results = checks.check(cases, got, exp, ex.CANONICAL)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
     # ...though it does not make the reference's choices: the admissions differ somewhere.
-    assert any(g["output"]["admissions"] != e["output"]["admissions"]
-               for g, e in zip(got, exp, strict=True))
+    assert any(checks.replay(c, g["output"]).admissions != checks.replay(c, e["output"]).admissions
+               for c, g, e in zip(cases, got, exp, strict=True))
 
 
 def test_the_starvation_bound_is_first_come_first_served(all_cases: list[dict[str, Any]]) -> None:
     # The bound needs nothing of the reference: it is FCFS's worst TTFT, simulated in the worker.
     for case in all_cases[:12]:
-        fcfs = driver.run_case(_policy(sim.fcfs), case["input"])["ttft"]
-        assert checks.fcfs_ttft(case) == pytest.approx(fcfs, abs=1e-8)  # the driver rounds
+        fcfs = _replayed(_policy(sim.fcfs), case).ttft
+        assert checks.fcfs_ttft(case) == pytest.approx(fcfs, rel=1e-12)
 
 
 def test_the_statement_does_not_give_the_reference_rule() -> None:
@@ -329,7 +334,7 @@ def test_errors_and_malformed_lines_fail_every_check(all_cases: list[dict[str, A
     got = [{"error": f"no output for {c['id']}"} for c in all_cases]
     assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
     bad = [{"output": {"ttft": 3}}, {"output": []}, {"error": 3}, "text",
-           {"output": {"ttft": {"r0": float("nan")}, "admissions": []}}]
+           {"output": {"calls": 3}}]
     got = [bad[i % len(bad)] for i in range(len(all_cases))]
     results = checks.check(all_cases, got, expected, ex.CANONICAL)
     assert not any(c.passed for c in results)
@@ -414,3 +419,68 @@ def test_the_statement_and_starter_quote_the_pass_criteria() -> None:
     assert f"at most **{mean_pct}** (+ 10 ms)" in statement
     assert f"at most **{worst} ×**" in statement
     assert checks.ABS_SLACK_S == 0.010
+
+
+# --- hostile outputs: every TTFT graded is the worker's replay of the policy's answers ------------
+
+def test_hostile_forged_ttfts_earn_nothing(all_cases: list[dict[str, Any]],
+                                           expected: list[dict[str, Any]]) -> None:
+    # What a submission that replaces driver.run_case could send: zero TTFTs, no answers.
+    forged = [{"output": {"ttft": {r[0]: 0.0 for r in c["input"]["requests"]},
+                          "admissions": [], "calls": []}} for c in all_cases]
+    results = checks.check(all_cases, forged, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+    assert "could not be replayed" in results[0].message
+
+
+def test_hostile_answers_that_do_not_fit_the_run_fail(all_cases: list[dict[str, Any]],
+                                                      expected: list[dict[str, Any]]) -> None:
+    i = next(i for i, c in enumerate(all_cases) if c["id"] == "edge-blurb-queue")
+    calls = expected[i]["output"]["calls"]
+    assert len(calls) == 2  # the ten short prompts, then the long one
+    (t0, n0, front0), (t1, n1, front1) = calls
+    for bad in ([[t0, n0, front0]],  # a call short
+                [*calls, [t1, n1, front1]],  # a call more
+                [[t0, n0, front0], [t1 + 0.5, n1, front1]],  # a clock of its own
+                [[t0, n0 - 1, front0], [t1, n1, front1]],  # another queue
+                [[t0, n0, front0 + front0[:1]], [t1, n1, front1]],  # an id twice
+                [[t0, n0, ["r99"]], [t1, n1, front1]],  # an id not waiting
+                [[10**4000, n0, front0], [t1, n1, front1]],
+                [[t0, n0, [3]], [t1, n1, front1]],
+                [[t0, True, front0], [t1, n1, front1]],
+                [[t0, n0, front0]] * 12):
+        got = [{"output": {"calls": bad}}]
+        results = checks.check([all_cases[i]], got, [expected[i]], ex.CANONICAL)
+        assert not any(c.passed for c in results), bad
+        assert "could not be replayed" in results[0].message, (bad, results[0].message)
+
+
+def test_hostile_patched_simulator_earns_what_its_answers_earn(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # First come, first served, with the driver's clock stopped (every step a nanosecond): its
+    # answers at the (few) calls whose queue still matches replay; nothing scores above FCFS.
+    fcfs = _load(CODE / "mutants" / "fcfs.py", "q10_hostile_fcfs")
+    honest = _score(checks.check(all_cases, _run(fcfs, all_cases), expected, ex.CANONICAL))
+    patched = types.SimpleNamespace(**{n: getattr(sim, n) for n in dir(sim)
+                                       if not n.startswith("__")})
+
+    class Instant(sim.StepCost):
+        def step_time(self, chunks: Any, decode_contexts: Any) -> float:
+            return 1e-9
+
+    patched.StepCost = Instant
+    monkeypatch.setattr(driver, "engine_sim", patched)
+    got = _run(fcfs, all_cases)
+    results = checks.check(all_cases, got, expected, ex.CANONICAL)
+    assert _score(results) <= honest < 1
+    assert any("could not be replayed" in c.message for c in results if not c.passed)
+
+
+def test_the_engine_reads_only_the_recorded_front(all_cases: list[dict[str, Any]]) -> None:
+    # The driver records each answer only up to the first request that does not fit; replaying
+    # that front (the rest in queue order) gives the same run as the whole answer.
+    for case in all_cases[:20]:
+        reqs, config, cost = checks._engine(case["input"])
+        whole = sim.simulate(reqs, config, cost, reference.order)
+        assert _replayed(reference, case).ttft == {r: t.ttft for r, t in whole.requests.items()}

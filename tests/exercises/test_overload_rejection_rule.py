@@ -10,6 +10,7 @@ import random
 import re
 import sys
 import tempfile
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -241,18 +242,23 @@ def _score(results: list[Any]) -> float:
     return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
+def _figures(module: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """What the checks grade for `module` on `case`: its verdicts, replayed in the worker."""
+    return checks.replay(case["input"], driver.run_case(module, case["input"]))
+
+
 def test_reference_passes_and_never_serves_dead_work(all_cases: list[dict[str, Any]],
                                                      expected: list[dict[str, Any]]) -> None:
     results = checks.check(all_cases, expected, expected, ex.CANONICAL)
     assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
     assert all(c.passed for c in results)
-    for e in expected:
-        out = e["output"]
+    for case, e in zip(all_cases, expected, strict=True):
+        out = checks.replay(case["input"], e["output"])
         assert out["dead"] == 0 and out["rejected_in_time"] == 0 and out["first_late_admit"] is None
         assert out["served"] + out["rejected"] == out["arrivals"]
     # The blurb's workload gives the blurb's numbers through the driver too.
-    blurb = next(e["output"] for c, e in zip(all_cases, expected, strict=True)
-                 if c["id"] == "edge-the-blurb")
+    blurb = next(checks.replay(c["input"], e["output"])
+                 for c, e in zip(all_cases, expected, strict=True) if c["id"] == "edge-the-blurb")
     assert abs(blurb["rejected"] - 600) <= 2
 
 
@@ -314,14 +320,14 @@ def test_edge_workloads_by_hand() -> None:
     # A burst of 120 at t = 0 into an idle server at 10 req/s with a 5 s timeout: the first
     # starts at once, the k-th waits (k - 1) x 0.1 s, so k = 1..51 start in time.
     case = next(c for c in checks.EDGE_CASES if c["id"] == "edge-burst-only")
-    out = driver.run_case(reference, case["input"])
+    out = _figures(reference, case)
     assert (out["arrivals"], out["served"], out["rejected"], out["dead"]) == (120, 51, 69, 0)
     # Nothing to reject when the load is below capacity.
     quiet = next(c for c in checks.EDGE_CASES if c["id"] == "edge-never-overloaded")
-    out = driver.run_case(reference, quiet["input"])
+    out = _figures(reference, quiet)
     assert out["rejected"] == 0 and out["served"] == out["arrivals"] == 600
     empty = next(c for c in checks.EDGE_CASES if c["id"] == "edge-no-arrivals")
-    assert driver.run_case(reference, empty["input"])["arrivals"] == 0
+    assert _figures(reference, empty)["arrivals"] == 0
 
 
 def test_driver_rejects_non_bool_answers() -> None:
@@ -333,7 +339,7 @@ def test_driver_rejects_non_bool_answers() -> None:
 def test_the_rule_cannot_edit_the_simulators_view() -> None:
     sneaky = _from_source('def admit(s):\n    s["predicted_wait_s"] = 0.0\n    return True\n',
                           "q13_sneaky_rule")
-    out = driver.run_case(sneaky, checks.public_cases(ex.CANONICAL)[0]["input"])
+    out = _figures(sneaky, checks.public_cases(ex.CANONICAL)[0])
     assert out["dead"] > 1_000 and out["first_late_admit"] is not None
 
 
@@ -350,11 +356,12 @@ def test_hidden_cases_are_deterministic_sorted_and_moderate() -> None:
 
 def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
                                                expected: list[dict[str, Any]]) -> None:
+    # Two workloads where the reference turns many away get every request admitted instead.
     got = [json.loads(json.dumps(e)) for e in expected]
-    busy = [i for i, e in enumerate(expected) if e["output"]["arrivals"] > 10]
+    busy = [i for i, e in enumerate(expected) if e["output"]["admit"].count("0") > 10]
     small, big = busy[0], busy[-1]
     for i in (small, big):
-        got[i]["output"]["dead"] = 3
+        got[i]["output"]["admit"] = "1" * len(got[i]["output"]["admit"])
     results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
     msg = results["no dead work"].message
     assert msg.startswith("2 of ") and checks.describe(all_cases[small]) in msg
@@ -376,3 +383,47 @@ def test_the_variant_spike_is_a_public_and_a_hidden_case() -> None:
     assert public["segments"][0] == [float(p["spike_s"]), float(p["spike_rate"])]
     assert random.Random(0)  # keep the import honest for type checkers
     assert engine_sim.simulate_queue  # the driver's simulator is the package's
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile outputs: every graded count is the worker's replay of the verdicts
+
+
+def test_hostile_forged_counts_earn_nothing(all_cases: list[dict[str, Any]],
+                                            expected: list[dict[str, Any]]) -> None:
+    # What a submission that replaces driver.run_case could send: perfect counts, no verdicts.
+    forged = [{"output": {"arrivals": 10**6, "served": 10**6, "dead": 0, "rejected": 0,
+                          "rejected_in_time": 0, "dead_work_s": 0.0, "first_dead": None,
+                          "first_late_admit": None, "first_needless_reject": None}}
+              for _ in all_cases]
+    results = checks.check(all_cases, forged, expected, ex.CANONICAL)
+    assert not any(c.passed for c in results)
+    assert "could not be replayed" in results[0].message
+
+
+def test_hostile_verdicts_that_do_not_fit_the_workload_fail(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    busy = next(i for i, e in enumerate(expected) if len(e["output"]["admit"]) > 10)
+    verdicts = expected[busy]["output"]["admit"]
+    for bad in (verdicts[:-1], verdicts + "1", verdicts[:-1] + "x", 7, ["1"] * len(verdicts),
+                10**4000):
+        got = [{"output": {"admit": bad}}]
+        results = checks.check([all_cases[busy]], got, [expected[busy]], ex.CANONICAL)
+        assert not any(c.passed for c in results), bad
+        assert "could not be replayed" in results[0].message
+
+
+def test_hostile_patched_simulator_earns_what_its_verdicts_earn(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Accept everything, with clients that never give up in the driver's simulator: the driver
+    # sees no dead work at all, the worker's replay sees accept-everything's.
+    everything = _load(CODE / "mutants" / "accept_everything.py", "q13_hostile_everything")
+    honest = _score(checks.check(all_cases, _run(everything, all_cases), expected, ex.CANONICAL))
+    patched = types.SimpleNamespace(
+        segment_arrivals=engine_sim.segment_arrivals,
+        simulate_queue=lambda arrivals, rate, timeout, **kw: engine_sim.simulate_queue(
+            arrivals, rate, math.inf, **kw))
+    monkeypatch.setattr(driver, "engine_sim", patched)
+    got = _run(everything, all_cases)
+    assert _score(checks.check(all_cases, got, expected, ex.CANONICAL)) == honest < 1

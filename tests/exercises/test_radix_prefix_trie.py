@@ -490,3 +490,35 @@ def test_driver_reports_an_unreadable_tree() -> None:
 
     out = driver.run_case(NoRoot, checks.make_case("x", [["match", [1]]])["input"])
     assert out["steps"] == [] and out["error"]["op"] == 0
+
+
+def _forged_insert_counts(all_cases: list[dict[str, Any]],
+                          expected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reference's traces with every insert that found cached tokens claiming it found none,
+    and everything else (the driver's free count, no double frees) left as the reference's."""
+    got = [json.loads(json.dumps(e)) for e in expected]
+    for c, g in zip(all_cases, got, strict=True):
+        if c["input"]["mode"] == "timed":
+            continue
+        for op, s in zip(c["input"]["ops"], g["output"]["steps"], strict=False):
+            if op[0] == "finish" and s.get("n"):
+                s["n"] = 0
+    return got
+
+
+def test_hostile_slot_counts_are_the_workers_own(all_cases: list[dict[str, Any]],
+                                                 expected: list[dict[str, Any]]) -> None:
+    # A submission that replaces the driver can claim any free count; the slot check works the
+    # pool out from the cache's answers instead. Insert counts of 0 where tokens were cached
+    # leave the request's duplicate slots unfreed (a leak): the slot check must see it.
+    results = {c.name: c for c in checks.check(
+        all_cases, _forged_insert_counts(all_cases, expected), expected, ex.CANONICAL)}
+    assert not results[checks.INSERT].passed
+    assert not results[checks.SLOTS].passed, results[checks.SLOTS].message
+    assert "leaked" in results[checks.SLOTS].message
+    # The worker's ledger agrees with the driver's on every honest trace.
+    for c, e in zip(all_cases, expected, strict=True):
+        if c["input"]["mode"] != "timed":
+            steps = e["output"]["steps"]
+            assert [f for _, f, _ in checks.slot_ledger(c["input"], steps)] == \
+                [s["free"] for s in steps]

@@ -949,3 +949,54 @@ def test_non_utf8_output(hostile_backend: Backend, q41: Q41) -> None:
     assert 0.0 <= graded.score <= 1.0
     json.dumps({"feedback": graded.feedback,
                 "checks": [(c.name, c.passed, c.message) for c in graded.checks]})
+
+
+# -- forged simulations: the simulator exercises grade what the worker replays ----------------
+
+# Each forgery replaces the simulation the driver runs in the sandbox and brings no (or a poor)
+# policy; `earns` is the most its actual decisions can score (the same decisions graded honestly:
+# none at all, or first come first served / accept everything as the mutants selftest.toml
+# lists).
+SIM_FORGERIES: dict[str, tuple[str, str, str, float]] = {
+    # Q10: the driver's run_case replaced outright: every TTFT zero, no order() at all.
+    "hol-run-case": ("hol_blocking_policy", "policy", (
+        "import driver\n"
+        "driver.run_case = lambda module, case: {\n"
+        "    'ttft': {r[0]: 0.0 for r in case['requests']}, 'admissions': []}\n"), 0.0),
+    # Q10: first come, first served (0.6 honestly), with the simulator's clock stopped so every
+    # TTFT the sandbox sees is a nanosecond.
+    "hol-engine-sim": ("hol_blocking_policy", "policy", (
+        "import engine_sim\n"
+        "engine_sim.StepCost.step_time = lambda self, chunks, decodes: 1e-9\n"
+        "def order(waiting, now):\n"
+        "    return [w['rid'] for w in waiting]\n"), 0.6),
+    # Q13: run_case replaced: everything served in time, nothing dead or rejected, no admit().
+    "overload-run-case": ("overload_rejection_rule", "admit", (
+        "import driver\n"
+        "def run_case(module, case):\n"
+        "    n = 10 ** 6\n"
+        "    return {'arrivals': n, 'served': n, 'dead': 0, 'rejected': 0,\n"
+        "            'rejected_in_time': 0, 'dead_work_s': 0.0, 'first_dead': None,\n"
+        "            'first_late_admit': None, 'first_needless_reject': None}\n"
+        "driver.run_case = run_case\n"), 0.0),
+    # Q13: accept everything (1/3 honestly), with clients that never give up in the sandbox.
+    "overload-engine-sim": ("overload_rejection_rule", "admit", (
+        "import engine_sim\n"
+        "_real = engine_sim.simulate_queue\n"
+        "engine_sim.simulate_queue = lambda arrivals, rate, timeout, **kw: _real(\n"
+        "    arrivals, rate, float('inf'), **kw)\n"
+        "def admit(state):\n"
+        "    return True\n"), 1 / 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIM_FORGERIES))
+def test_forged_simulations_score_what_their_decisions_earn(hostile_backend: Backend,
+                                                            name: str) -> None:
+    slug, part, source, earns = SIM_FORGERIES[name]
+    spec = registry.load(registry.EXERCISES_DIR / slug)
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    result = graders.grade_answer(spec, part, source, params, seed=12345)
+    assert result.score <= earns + 1e-6, result
+    assert result.verdict != "correct", result

@@ -9,11 +9,18 @@ no request wait behind later arrivals, so it is the yardstick for "nobody starve
 no knowledge of the reference). Every failure names the smallest workload it happens on, the
 numbers, and the first step where the student's order and the reference's admitted different
 requests.
+
+The sandbox returns only what the policy answered at each call (driver.py). Every TTFT graded here
+comes from `replay`: this process runs its own simulator on the workload, feeds it those answers,
+and checks at each call that it is at the time and queue the policy was shown; an output that
+does not fit is "could not be replayed". So a submission that replaces the driver or patches the
+simulator in the sandbox gets exactly what its answers earn.
 """
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +50,12 @@ COST: dict[str, float] = {
 BUDGET = 32_768
 # Tokens per second the engine prefills at its best (weights only): ~28,000.
 CAPACITY = COST["flops_per_s"] / COST["flops_per_token"]
+
+# Steps whose admissions the feedback compares (where the two orders first differ).
+MAX_STEPS_SHOWN = 60
+# How far the sandbox's clock may sit from this process's at a call: float sums in another
+# interpreter build may differ in the last bits; a different model of time is far off.
+TIME_REL = 1e-9
 
 RANDOM_CASES = 36
 MAX_STREAM = 400  # requests in one stream workload, to bound the grading time
@@ -225,7 +238,8 @@ def describe(case: Case) -> str:
     return f"workload {case['id']} ({len(reqs)} requests, budget {budget:,} tokens/step): {text}"
 
 
-def _well_formed(result: Any, rids: list[str]) -> bool:
+def _well_formed(result: Any) -> bool:
+    """The envelope only: an error text, a policy error, or calls (replay checks those)."""
     if not isinstance(result, dict):
         return False
     if "error" in result:
@@ -233,14 +247,106 @@ def _well_formed(result: Any, rids: list[str]) -> bool:
     out = result.get("output")
     if not isinstance(out, dict):
         return False
-    if "policy_error" in out:
-        return isinstance(out["policy_error"], str)
-    ttft = out.get("ttft")
-    adm = out.get("admissions")
-    return (isinstance(ttft, dict) and sorted(ttft) == sorted(rids)
-            and all(isinstance(v, int | float) and math.isfinite(v) for v in ttft.values())
-            and isinstance(adm, list)
-            and all(isinstance(a, list) and len(a) == 2 and isinstance(a[1], list) for a in adm))
+    return "policy_error" not in out or isinstance(out["policy_error"], str)
+
+
+class ReplayError(ValueError):
+    """The recorded answers do not fit the run this process simulates."""
+
+
+@dataclass(frozen=True)
+class Replayed:
+    ttft: dict[str, float]
+    admissions: list[list[Any]]  # [[step start, [rid, ...]], ...], the first MAX_STEPS_SHOWN
+
+
+def _engine(inp: dict[str, Any]) -> tuple[list[engine_sim.Request], engine_sim.EngineConfig,
+                                          engine_sim.StepCost]:
+    """The engine driver.py builds from a case input (the driver cannot import this module)."""
+    c = inp["cost"]
+    cost = engine_sim.StepCost(flops_per_s=float(c["flops_per_s"]),
+                               flops_per_token=float(c["flops_per_token"]),
+                               attn_coeff=float(c["attn_coeff"]))
+    config = engine_sim.EngineConfig(token_budget=int(inp["budget"]), chunked_prefill=False,
+                                     max_seqs=100_000)
+    reqs = [engine_sim.Request(rid, float(t), int(prompt) - int(cached), 1)
+            for rid, t, prompt, cached in inp["requests"]]
+    return reqs, config, cost
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _calls(raw: Any, n_requests: int) -> list[tuple[float, int, list[str]]]:
+    if not isinstance(raw, list):
+        raise ReplayError("the output is malformed: it holds no list of calls of order()")
+    # Every call admits at least one request (any prompt fits an empty step), so a run has at
+    # most one call per request.
+    if len(raw) > n_requests:
+        raise ReplayError(f"the output records {len(raw):,} calls of order() for "
+                          f"{n_requests:,} requests")
+    calls = []
+    for k, call in enumerate(raw):
+        ok = isinstance(call, list) and len(call) == 3
+        now = _number(call[0]) if ok else None
+        waiting, front = (call[1], call[2]) if ok else (None, None)
+        if now is None or isinstance(waiting, bool) or not isinstance(waiting, int) \
+                or not isinstance(front, list) or not all(isinstance(r, str) for r in front):
+            raise ReplayError(f"call {k + 1} of order() in the output is malformed")
+        calls.append((now, waiting, front))
+    return calls
+
+
+def replay(case: Case, output: dict[str, Any]) -> Replayed:
+    """The run the recorded answers in `output` ({"calls": ...}) give on this process's
+    simulator. Raises ReplayError when they do not fit it."""
+    inp = case["input"]
+    reqs, config, cost = _engine(inp)
+    calls = _calls(output.get("calls"), len(reqs))
+    k = 0
+
+    def policy(waiting: list[dict[str, Any]], now: float) -> list[str]:
+        nonlocal k
+        if k == len(calls):
+            raise ReplayError(f"the output records {len(calls)} calls of order(); the run "
+                              "needs more")
+        shown, n, front = calls[k]
+        k += 1
+        ids = [w["rid"] for w in waiting]
+        if abs(shown - now) > TIME_REL * max(1.0, abs(now)) or n != len(ids):
+            raise ReplayError(f"call {k} of order() was at t = {shown:.6g} s with {n} waiting; "
+                              f"here it is at t = {now:.6g} s with {len(ids)} waiting")
+        chosen = set(front)
+        if len(chosen) != len(front) or not chosen <= set(ids):
+            raise ReplayError(f"call {k} of order() at t = {now:.3f} s answered ids that are "
+                              "not the waiting ones, each once")
+        # The engine stops at the first request that does not fit; what follows it in the
+        # student's order was never read, so any rest gives the same step.
+        return front + [r for r in ids if r not in chosen]
+
+    result = engine_sim.simulate(reqs, config, cost, policy)
+    if k != len(calls):
+        raise ReplayError(f"the output records {len(calls)} calls of order(); the run makes {k}")
+    return Replayed({rid: t.ttft for rid, t in result.requests.items()},
+                    [[s.start, list(s.admitted)] for s in result.steps[:MAX_STEPS_SHOWN]])
+
+
+@lru_cache(maxsize=256)
+def _replay_json(case_json: str, output_json: str) -> Replayed:
+    return replay(json.loads(case_json), json.loads(output_json))
+
+
+def replay_cached(case: Case, output: dict[str, Any]) -> Replayed:
+    """Cached by value: the reference's answers are replayed for every submission of a variant
+    (callers only read the result)."""
+    return _replay_json(json.dumps(case, sort_keys=True), json.dumps(output, sort_keys=True))
 
 
 def _first_difference(got: list[Any], exp: list[Any]) -> str:
@@ -266,15 +372,7 @@ def _worst(ttft: dict[str, float]) -> tuple[str, float]:
 @lru_cache(maxsize=256)
 def _fcfs_ttft_json(case_input: str) -> str:
     """TTFTs under first come, first served: the same engine as driver.py, run here (trusted)."""
-    inp = json.loads(case_input)
-    c = inp["cost"]
-    cost = engine_sim.StepCost(flops_per_s=float(c["flops_per_s"]),
-                               flops_per_token=float(c["flops_per_token"]),
-                               attn_coeff=float(c["attn_coeff"]))
-    config = engine_sim.EngineConfig(token_budget=int(inp["budget"]), chunked_prefill=False,
-                                     max_seqs=100_000)
-    reqs = [engine_sim.Request(rid, float(t), int(prompt) - int(cached), 1)
-            for rid, t, prompt, cached in inp["requests"]]
+    reqs, config, cost = _engine(json.loads(case_input))
     result = engine_sim.simulate(reqs, config, cost, engine_sim.fcfs)
     return json.dumps({rid: t.ttft for rid, t in result.requests.items()})
 
@@ -303,24 +401,32 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
     results: dict[str, list[tuple[Case, bool, str]]] = {name: [] for name, _, _ in CHECKS}
     for case, g, e in zip(cases, got, expected, strict=True):
         reqs = case["input"]["requests"]
-        rids = [r[0] for r in reqs]
         where = describe(case)
-        if not _well_formed(g, rids):
+        if not _well_formed(g):
             g = {"error": "the output line for this workload is malformed"}
+        mine: Replayed | None = None
+        msg = ""
         if "error" in g or "policy_error" in g["output"]:
             msg = (g.get("error") or g["output"]["policy_error"]).rstrip()
+        else:
+            try:
+                mine = replay(case, g["output"])
+            except ReplayError as exc:
+                msg = f"your policy's decisions could not be replayed: {exc}"
+        if mine is None:
             for name, _, _ in CHECKS:
                 results[name].append((case, False, f"{msg} — on {where}"))
             continue
+        ref = replay_cached(case, e["output"])  # the reference's answers, made in this process
         results["valid order on every call"].append((case, True, ""))
-        gt, et = g["output"]["ttft"], e["output"]["ttft"]
+        gt, et = mine.ttft, ref.ttft
         gm, em = sum(gt.values()) / len(gt), sum(et.values()) / len(et)
         limit = MEAN_SLACK * em + ABS_SLACK_S
         ok = gm <= limit
         msg = "" if ok else (
             f"your mean TTFT is {gm:.3f} s, the reference policy's {em:.3f} s (limit "
             f"{limit:.3f} s). "
-            + _first_difference(g["output"]["admissions"], e["output"]["admissions"])
+            + _first_difference(mine.admissions, ref.admissions)
             + f" — on {where}")
         results["mean TTFT within 30 % of the reference's"].append((case, ok, msg))
 
@@ -336,7 +442,7 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
                    f"token; under first come, first served no request waits more than "
                    f"{fw:.3f} s (limit {limit:.3f} s). A request that is passed over at every "
                    "step starves: its priority must improve as it waits. "
-                   + _first_difference(g["output"]["admissions"], e["output"]["admissions"])
+                   + _first_difference(mine.admissions, ref.admissions)
                    + f" — on {where}")
         results["no starvation: worst TTFT within 2x of first come, first served's"].append(
             (case, ok, msg))

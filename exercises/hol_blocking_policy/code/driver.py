@@ -2,9 +2,16 @@
 
 Input: {"budget": int, "cost": {"flops_per_s", "flops_per_token", "attn_coeff"},
         "requests": [[rid, arrival_s, prompt, cached], ...]}
-Output: {"ttft": {rid: seconds}, "admissions": [[step_start_s, [rid, ...]], ...]} or
-        {"policy_error": "..."} when the policy raised or returned something that is not a
-        permutation of the waiting ids.
+Output: {"calls": [[now_s, waiting, [rid, ...]], ...]}, one entry per call of order(): the time
+        and the number of waiting requests it was shown, and the front of its answer that the
+        engine reads (up to and including the first request that no longer fits the step's
+        budget; the engine stops there). Or {"policy_error": "..."} when the policy raised or
+        returned something that is not a permutation of the waiting ids.
+
+Nothing graded is computed here: this runs in the student's process, where the submission can
+replace any of it. The worker replays the recorded answers through its own simulator
+(checks.replay), checks at every call that it shows the same time and queue, and takes every
+TTFT from its own run.
 
 Each request is followed to its first token. A prefix-cache hit is modelled by giving the engine
 only the uncached tokens to compute; the policy still sees the whole prompt and the cached count.
@@ -19,10 +26,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# The longest workloads have a few hundred requests: their TTFTs are ~10 KB.
+# The longest workloads have a few hundred requests; each is admitted once and each call adds at
+# most one id that does not fit, so a workload's calls are ~20 KB.
 MAX_OUTPUT_BYTES = 64_000
-# Steps whose admissions come back, for the feedback (where the two orders first differ).
-MAX_STEPS_SHOWN = 60
 MAX_ERROR_CHARS = 500
 
 
@@ -81,27 +87,43 @@ def _check_ids(got: Any, waiting: list[dict], now: float) -> list[str]:
     return ids
 
 
+def _read_front(ids: list[str], waiting: list[dict], budget: int) -> list[str]:
+    """The part of an order the engine reads: it admits from the front while prompts fit the
+    step's budget and stops at the first that does not, so what follows never matters."""
+    left = {w["rid"]: w["prefill_left"] for w in waiting}
+    total = 0
+    for i, rid in enumerate(ids):
+        total += left[rid]
+        if total > budget:
+            return ids[:i + 1]
+    return ids
+
+
 def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
     c = case_input["cost"]
     cost = engine_sim.StepCost(flops_per_s=float(c["flops_per_s"]),
                                flops_per_token=float(c["flops_per_token"]),
                                attn_coeff=float(c["attn_coeff"]))
-    config = engine_sim.EngineConfig(token_budget=int(case_input["budget"]),
-                                     chunked_prefill=False, max_seqs=100_000)
+    budget = int(case_input["budget"])
+    config = engine_sim.EngineConfig(token_budget=budget, chunked_prefill=False, max_seqs=100_000)
     full: dict[str, tuple[int, int]] = {}
     requests = []
     for rid, arrival, prompt, cached in case_input["requests"]:
         full[rid] = (int(prompt), int(cached))
         requests.append(engine_sim.Request(rid, float(arrival), int(prompt) - int(cached), 1))
 
+    calls: list[list[Any]] = []
+
     def policy(waiting: list[dict], now: float) -> list[str]:
         view = [{"rid": w["rid"], "arrival": w["arrival"], "prompt": full[w["rid"]][0],
                  "cached": full[w["rid"]][1], "prefill_left": w["prefill_left"],
                  "generated": w["generated"], "waited": w["waited"]} for w in waiting]
-        return _check_ids(module.order(view, now), waiting, now)
+        ids = _check_ids(module.order(view, now), waiting, now)
+        calls.append([now, len(waiting), _read_front(ids, waiting, budget)])
+        return ids
 
     try:
-        result = engine_sim.simulate(requests, config, cost, policy)
+        engine_sim.simulate(requests, config, cost, policy)
     except MemoryError:
         raise  # a limit, not an answer
     except PolicyError as exc:
@@ -110,8 +132,4 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
         text = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         frames = _frames(exc, module)
         return {"policy_error": text + ("\n" + frames if frames else "")}
-    return {
-        "ttft": {rid: round(t.ttft, 9) for rid, t in result.requests.items()},
-        "admissions": [[round(s.start, 6), list(s.admitted)]
-                       for s in result.steps[:MAX_STEPS_SHOWN]],
-    }
+    return {"calls": calls}

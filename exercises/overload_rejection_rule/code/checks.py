@@ -6,6 +6,11 @@ arrivals. The student's rule and the reference (admit iff the request will start
 each played through the same simulator; the checks compare served-in-time (goodput), dead and
 rejected counts, and each failure names the smallest workload it happens on, with the first
 decision that went wrong there.
+
+The sandbox returns only the rule's verdicts, one per arrival (driver.py). Every count graded here
+comes from `replay`: this process builds the workload's arrivals itself and plays the verdicts
+through its own simulator, so a submission that replaces the driver or patches the simulator in
+the sandbox gets exactly what its verdicts earn.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from exercises import engine_sim
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -29,6 +35,11 @@ Case = dict[str, Any]
 # exactly equal to the timeout either way (evenly spaced arrivals produce such ties).
 SLACK_REL = 0.01
 SLACK_ABS = 2
+# A request that starts within a microsecond of its timeout still counts as served in time:
+# evenly spaced arrivals put many waits exactly on the timeout, and the simulator's float sums can
+# land them a few ulps over it. Without the grace, the exact rule would show "dead" requests.
+GRACE_S = 1e-6
+ROUND = 4  # decimals of the decisions quoted in feedback
 # Random workloads: enough to cover the shapes, few enough that a run stays well under a second.
 RANDOM_CASES = 36
 MAX_ARRIVALS = 5_000
@@ -173,17 +184,80 @@ def _decision(d: dict[str, float] | None, inp: dict[str, Any]) -> str:
 
 
 def _well_formed(result: Any) -> bool:
+    """The envelope only: an error text, or an output dict (replay checks what is inside)."""
     if not isinstance(result, dict):
         return False
     if "error" in result:
         return isinstance(result["error"], str)
-    out = result.get("output")
-    return (isinstance(out, dict)
-            and all(isinstance(out.get(k), int) and not isinstance(out.get(k), bool)
-                    for k in ("arrivals", "served", "dead", "rejected", "rejected_in_time"))
-            and isinstance(out.get("dead_work_s"), int | float)
-            and all(out.get(k) is None or isinstance(out.get(k), dict)
-                    for k in ("first_late_admit", "first_needless_reject")))
+    return isinstance(result.get("output"), dict)
+
+
+class ReplayError(ValueError):
+    """The output's verdicts do not fit the workload this process simulates."""
+
+
+def arrivals(inp: dict[str, Any]) -> list[float]:
+    return engine_sim.segment_arrivals(inp["segments"], inp["bursts"], inp.get("poisson_seed"))
+
+
+def _snapshot(state: dict[str, float]) -> dict[str, float]:
+    return {k: round(state[k], ROUND) for k in ("now", "queue_len", "predicted_wait_s")}
+
+
+def replay(inp: dict[str, Any], output: dict[str, Any]) -> dict[str, Any]:
+    """What the verdicts in `output` ({"admit": "10..."}) do to this workload, on this process's
+    simulator: the counts the checks grade and the first wrong decision of each kind."""
+    times = arrivals(inp)
+    verdicts = output.get("admit")
+    if not isinstance(verdicts, str):
+        raise ReplayError("your rule's decisions could not be replayed: the output holds no "
+                          "verdicts")
+    if len(verdicts) != len(times) or verdicts.strip("01"):
+        raise ReplayError(f"your rule's decisions could not be replayed: the workload has "
+                          f"{len(times):,} arrivals, the output {len(verdicts):,} verdicts"
+                          + ("" if not verdicts.strip("01") else " (not all of them 0 or 1)"))
+    return _replay(json.dumps(inp, sort_keys=True), verdicts)
+
+
+@lru_cache(maxsize=256)
+def _replay(inp_json: str, verdicts: str) -> dict[str, Any]:
+    """Cached: the reference's verdicts are replayed for every submission of a variant. The
+    result is shared, so callers only read it."""
+    inp = json.loads(inp_json)
+    times = arrivals(inp)
+    rate, timeout = float(inp["service_rate"]), float(inp["timeout_s"])
+    calls = 0
+    rejected_in_time = 0
+    first_late: list[dict[str, float]] = []
+    first_needless: list[dict[str, float]] = []
+
+    def rule(state: dict[str, float]) -> bool:
+        nonlocal calls, rejected_in_time
+        verdict = verdicts[calls] == "1"
+        calls += 1
+        if verdict and state["predicted_wait_s"] > state["timeout_s"] + GRACE_S and not first_late:
+            first_late.append(_snapshot(state))
+        if not verdict and state["predicted_wait_s"] <= state["timeout_s"]:
+            rejected_in_time += 1
+            if not first_needless:
+                first_needless.append(_snapshot(state))
+        return verdict
+
+    res = engine_sim.simulate_queue(times, rate, timeout, admit=rule)
+    if calls != len(times):  # simulate_queue asks once per arrival; a change there breaks this
+        raise RuntimeError(f"the queue simulator asked {calls} times for {len(times)} arrivals")
+    dead = [(a, start) for a, start in res.dead if start - a > timeout + GRACE_S]
+    return {
+        "arrivals": len(times),
+        "served": len(res.served) + len(res.dead) - len(dead),  # started in time (goodput)
+        "dead": len(dead),
+        "rejected": len(res.rejected),
+        "rejected_in_time": rejected_in_time,
+        "dead_work_s": round(len(dead) / rate, ROUND),
+        "first_dead": [round(x, ROUND) for x in dead[0]] if dead else None,
+        "first_late_admit": first_late[0] if first_late else None,
+        "first_needless_reject": first_needless[0] if first_needless else None,
+    }
 
 
 CHECKS: tuple[tuple[str, float, str], ...] = (
@@ -208,7 +282,13 @@ def _judge(case: Case, got: Any, exp: dict[str, Any],
         for name, _, _ in CHECKS:
             add(name, False, got["error"].strip())
         return
-    g, e = got["output"], exp["output"]
+    try:
+        g = replay(inp, got["output"])
+    except ReplayError as exc:
+        for name, _, _ in CHECKS:
+            add(name, False, str(exc))
+        return
+    e = replay(inp, exp["output"])  # the reference's verdicts, made in this process
     add("runs and returns a bool", True)
 
     late = _decision(g["first_late_admit"], inp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+from collections import deque
 from functools import lru_cache
 from typing import Any
 
@@ -402,6 +403,49 @@ class _Verdict:
         self.results.setdefault(name, []).append((case, passed, message))
 
 
+def slot_ledger(inp: dict[str, Any], steps: list[dict[str, Any]]
+                ) -> list[tuple[list[int] | None, int, list[int]]]:
+    """The KV pool after each recorded step, per step (slots handed to a start or None, free
+    slots, slots freed while already free), worked out here from the cache's own answers
+    (match_prefix's slots, insert's count, the free_fn calls). driver.py keeps the same pool in
+    the sandbox to run the cache; its own figures for it are not believed, since a submission can
+    replace the driver."""
+    page, size = int(inp["page_size"]), int(inp["pool"])
+    queue: deque[int] = deque(range(size))
+    free: set[int] = set(queue)
+    running: dict[str, tuple[list[int], list[int], list[int]]] = {}
+    out: list[tuple[list[int] | None, int, list[int]]] = []
+
+    def give(slots: list[int], double: list[int]) -> None:
+        for x in slots:
+            if x in free or not 0 <= x < size:
+                double.append(x)
+                continue
+            free.add(x)
+            queue.append(x)
+
+    for op, s in zip(inp["ops"], steps, strict=False):
+        double: list[int] = []
+        own: list[int] | None = None
+        for call in s.get("calls", []):
+            give([int(x) for x in call], double)  # free_fn: evict's own frees, in order
+        if op[0] == "start":
+            need = len(op[2]) - len(s["m"])
+            if 0 <= need <= len(queue):
+                own = [queue.popleft() for _ in range(need)]
+                free.difference_update(own)
+                running[str(op[1])] = (list(op[2]), list(s["m"]), own)
+        elif op[0] == "finish" and str(op[1]) in running:
+            tokens, matched, mine = running.pop(str(op[1]))
+            n = s["n"]
+            if not isinstance(n, int):
+                raise TypeError("insert's count is not an int")
+            m, aligned = len(matched), len(tokens) - len(tokens) % page
+            give(mine[: max(0, min(n, aligned) - m)] + mine[max(0, aligned - m):], double)
+        out.append((own, len(queue), double))
+    return out
+
+
 def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
     inp = case["input"]
     ops = inp["ops"]
@@ -416,6 +460,7 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
                           f"{_upto(case, i)}"
 
     own: dict[str, list[int]] = {}
+    ledger = slot_ledger(inp, steps)
     prev_tree: list[list[Any]] | None = None
     prev_held: dict[str, int] = {}
     for i, (s, e) in enumerate(zip(steps, e_steps, strict=False)):
@@ -490,15 +535,16 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
                  f"{tuple(s['sizes'])}, but your tree holds {ev} unlocked and {pr} locked "
                  f"tokens, so ({ev}, {pr}, {ev + pr}).")
         # -- slots (conservation) --
-        if kind == "start" and "alloc" in s:
-            own[str(op[1])] = s["alloc"]
+        handed, free_now, double = ledger[i]
+        if kind == "start" and handed is not None:
+            own[str(op[1])] = handed
         if kind == "finish":
             own.pop(str(op[1]), None)
         in_tree = [x for n in tree for x in n[2]]
         running_own = [x for r, slots in own.items() if r in held for x in slots]
         problem = ""
-        if s.get("double"):
-            problem = (f"slot(s) {_toks(s['double'])} were freed while already free "
+        if double:
+            problem = (f"slot(s) {_toks(double)} were freed while already free "
                        "(a double free).")
         elif len(set(in_tree)) != len(in_tree):
             problem = "the same slot id appears in two places of the tree."
@@ -506,15 +552,15 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
             problem = ("a running request's own slots ended up in the tree before it "
                        "finished.")
         else:
-            total = len(in_tree) + len(running_own) + int(s["free"])
+            total = len(in_tree) + len(running_own) + free_now
             if total > pool:
                 problem = (f"{total - pool} slot(s) are both free and in use (the tree holds "
                            f"{len(in_tree)}, running requests {len(running_own)}, the free "
-                           f"queue {s['free']}, of {pool}): something freed slots it still "
+                           f"queue {free_now}, of {pool}): something freed slots it still "
                            "holds.")
             elif total < pool:
                 problem = (f"{pool - total} slot(s) leaked: the tree holds {len(in_tree)}, "
-                           f"running requests {len(running_own)}, the free queue {s['free']}, "
+                           f"running requests {len(running_own)}, the free queue {free_now}, "
                            f"of {pool}.")
         if problem:
             fail(SLOTS, i, problem)
