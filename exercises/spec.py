@@ -56,7 +56,8 @@ class PartSpec:
     # code / kernel
     language: str = "python"
     weight_checks: bool = True
-    time_limit_s: float = 10.0  # wall and CPU time for one sandboxed run of all cases
+    time_limit_s: float = 10.0  # CPU seconds for one sandboxed run of all cases (the wall clock
+    # only backstops it, WALL_FACTOR times longer: runners/cpuclock.py)
     memory_mb: int = 512  # the sandbox's memory limit
     output_limit_kb: int = 1024  # stdout + stderr kept; more is cut and the run stopped
     # Shared, standard-library-only modules of exercises/ (e.g. "engine_sim") that the driver

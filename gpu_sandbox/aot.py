@@ -2,9 +2,22 @@
 
 Triton's interpreter accepts things no GPU build does (host Python inside a kernel, any tensor
 shape), so a preview that passed in the interpreter is confirmed by compiling every kernel the
-submission actually launched, with the argument types it launched with, ahead of time for
-sm_90 (H100/H200). Triton compiles to PTX and a cubin without a GPU, using the ptxas bundled in
-its wheel (research/anchors-gpu-grading.md §2.3).
+submission actually launched, ahead of time for sm_90 (H100/H200). Triton compiles to PTX and a
+cubin without a GPU, using the ptxas bundled in its wheel (research/anchors-gpu-grading.md §2.3).
+
+What is compiled is what Triton's launcher would compile for that launch: each launch goes
+through the JIT's own binder (`create_function_from_signature`) and `JITFunction._pack_args`
+with the sm_90 backend, so an integer argument equal to 1 becomes a constexpr, integers and
+pointers that are multiples of 16 get `tt.divisibility = 16`, and the options are the launch's.
+That is what decides vectorised loads and software pipelining, and so the shared memory a kernel
+needs; the report gives the shared memory, registers and threads of that compile, and a kernel
+over sm_90's per-block limits fails as it would at launch.
+
+Every launch must be recorded, or the launch is refused (LaunchRefused, raised in the student's
+wrapper) and the compile step fails: a launch that cannot be described cannot be compiled, and
+an uncompiled kernel is one the interpreter alone vouched for. A constexpr argument must be a
+Python scalar, string or dtype: in the interpreter a tensor passed as a constexpr arrives as the
+torch tensor itself, and the kernel body could compute the answer with torch.
 
 Runs inside the sandbox. The child records launches while the cases run; then it starts this
 file as a fresh process (`python aot.py SOURCE LAUNCHES.json`) without TRITON_INTERPRET, which
@@ -16,56 +29,135 @@ correct kernels that call tl.max or tl.sum. Standard library + triton only; noth
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
-# Launch options, not kernel arguments (triton.Config / launch keywords).
-OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 # The target the authoritative grade runs on (H100/H200: compute capability 9.0, 32-wide warps).
 TARGET = ("cuda", 90, 32)
-MAX_SIGNATURES = 8  # distinct signatures kept per kernel: a loop of launches is not a compile farm
+# Distinct specialisations compiled per kernel, and in all: a loop of launches is not a compile
+# farm. A run that launches more is refused, never compiled in part (an uncompiled
+# specialisation could hide host Python behind a constexpr branch). The references' preview
+# cases make at most 10 (split_kv_decode: 16 launches of two kernels); run.py's CPU budget for
+# the compile step bounds the number in practice well before these do.
+MAX_PER_KERNEL = 16
+MAX_LAUNCHES = 32
+# sm_90's per-block limits, as a launch enforces them (Triton raises OutOfResources for shared
+# memory and threads before launching; the driver refuses a block whose registers do not fit).
+# NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute Capability", column
+# 9.0: maximum shared memory per thread block 227 KB (232,448 B, with the opt-in Triton does),
+# maximum 32-bit registers per thread 255, per thread block 64 K, maximum threads per block
+# 1,024; the NVIDIA Hopper Tuning Guide gives the same 227 KB per block (228 KB per SM).
+SM90_LIMITS = {
+    "shared": (232_448, "shared memory per block", "B"),
+    "registers": (255, "registers per thread", ""),
+    "block_registers": (65_536, "registers per block (registers per thread x threads)", ""),
+    "threads": (1_024, "threads per block (num_warps x 32)", ""),
+}
+MAX_CONSTEXPR_INT = 2**64  # Triton's widest integer; JSON and the compiler take nothing wider
+MAX_CONSTEXPR_STR = 200
+TOOL_TIMEOUT_S = 10.0
+
+
+class LaunchRefused(TypeError):
+    """A launch the harness cannot record (and so will not run): the student reads why."""
 
 
 @dataclass
 class Launch:
-    """One distinct way a kernel was launched: its argument types and constexpr values."""
+    """One distinct specialisation of a kernel, as Triton's launcher would compile it: the
+    signature by parameter name, constexpr values and attributes by argument path (a tuple of
+    indices), and the launch's compile options."""
 
     kernel: str
-    signature: dict[str, str]
-    constexprs: dict[str, Any]
-    options: dict[str, int]
+    signature: dict[str, Any]
+    constexprs: dict[tuple[int, ...], Any]
+    attrs: dict[tuple[int, ...], Any]
+    options: dict[str, Any]
 
     def key(self) -> str:
-        return repr((self.kernel, sorted(self.signature.items()), sorted(
-            (k, repr(v)) for k, v in self.constexprs.items()), sorted(self.options.items())))
+        return repr((self.kernel, sorted(self.signature.items()),
+                     sorted((k, repr(v)) for k, v in self.constexprs.items()),
+                     sorted(self.attrs.items()), sorted(self.options.items())))
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "signature": self.signature, "options": self.options,
-                "constexprs": {k: _encode(v) for k, v in self.constexprs.items()}}
+                "constexprs": [[list(k), _encode(v)] for k, v in self.constexprs.items()],
+                "attrs": [[list(k), v] for k, v in self.attrs.items()]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Launch:
-        return cls(data["kernel"], data["signature"],
-                   {k: _decode(v) for k, v in data["constexprs"].items()}, data["options"])
+        return cls(data["kernel"], {k: _tuples(v) for k, v in data["signature"].items()},
+                   {tuple(k): _decode(v) for k, v in data["constexprs"]},
+                   {tuple(k): v for k, v in data["attrs"]}, data["options"])
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples Triton uses (a tuple argument's signature)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _encode(value: Any) -> Any:
-    """A constexpr value as JSON: plain scalars as they are, a tl.dtype by name."""
+    """A checked constexpr value (see _constexpr_problem) as JSON."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    name = getattr(value, "name", None)
-    if type(value).__name__ == "dtype" and isinstance(name, str):
-        return {"tl_dtype": name}
-    raise TypeError(f"a constexpr of type {type(value).__name__} cannot be compiled ahead of time")
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    import triton.language as tl
+
+    if isinstance(value, tl.dtype):
+        return {"tl_dtype": value.name}
+    return {"torch_dtype": str(value).removeprefix("torch.")}
 
 
 def _decode(value: Any) -> Any:
-    if isinstance(value, dict) and "tl_dtype" in value:
+    if not isinstance(value, dict):
+        return value
+    if "tuple" in value:
+        return tuple(_decode(v) for v in value["tuple"])
+    if "tl_dtype" in value:
         import triton.language as tl
 
         return tl.dtype(value["tl_dtype"])
-    return value
+    import torch
+
+    dtype = getattr(torch, value["torch_dtype"])
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"not a torch dtype: {value['torch_dtype']!r}")
+    return dtype
+
+
+def _constexpr_problem(value: Any, depth: int = 0) -> str | None:
+    """Why a constexpr value is refused, or None. Exact types: a subclass of int or a tensor
+    wrapped in tl.constexpr is still not a scalar."""
+    import torch
+    import triton.language as tl
+
+    if type(value) is tl.constexpr:
+        value = value.value
+    if value is None or type(value) in (bool, float):
+        return None
+    if type(value) is int:
+        return None if -MAX_CONSTEXPR_INT < value < MAX_CONSTEXPR_INT else "an integer wider " \
+            "than 64 bits"
+    if type(value) is str:
+        return None if len(value) <= MAX_CONSTEXPR_STR else "a string over " \
+            f"{MAX_CONSTEXPR_STR} characters"
+    if type(value) is tl.dtype or type(value) is torch.dtype:
+        return None
+    if type(value) is tuple and depth < 2 and len(value) <= 16:
+        return next((p for v in value if (p := _constexpr_problem(v, depth + 1))), None)
+    if isinstance(value, torch.Tensor):
+        return f"a tensor ({type(value).__name__})"
+    return f"a {type(value).__name__}"
+
+
+def _param_name(params: list[Any], path: tuple[int, ...]) -> str:
+    return params[path[0]].name + "".join(f"[{i}]" for i in path[1:])
 
 
 @dataclass
@@ -76,44 +168,107 @@ class LaunchLog:
     count: int = 0
     problems: list[str] = field(default_factory=list)
     # True while a kernel runs: torch operations then belong to Triton (the interpreter moves
-    # tensors with torch), not to the student's wrapper (see kchild.host_spy).
+    # tensors with torch), not to the student's wrapper (see kchild.host_spy). Recording reads
+    # data_ptr() for the alignment, so it counts as part of the launch too.
     in_launch: bool = False
+    # Set by finish(): launches after the compile step (the GPU timing's, reference kernel
+    # included) are compiled by Triton itself on the GPU and not recorded.
+    closed: bool = False
+    _backend: Any = None
+    _binders: dict[int, tuple[Any, Any, Any]] = field(default_factory=dict)
 
-    def record(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        from triton.runtime.jit import mangle_type
+    def _jit(self, kernel: Any) -> tuple[Any, Any]:
+        """(the JITFunction, its binder for the sm_90 backend). In the interpreter the kernel is
+        an InterpretedFunction: a JITFunction is built from the same function and decorator
+        arguments, for its parameters (constexpr, do_not_specialize) and _pack_args."""
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import make_backend
+        from triton.runtime.jit import JITFunction, create_function_from_signature
 
+        cached = self._binders.get(id(kernel))
+        if cached is not None and cached[0] is kernel:
+            return cached[1], cached[2]
+        if self._backend is None:
+            self._backend = make_backend(GPUTarget(*TARGET))
+        jit = kernel if isinstance(kernel, JITFunction) else JITFunction(
+            kernel.fn, **getattr(kernel, "kwargs", {}))
+        binder = create_function_from_signature(jit.signature, jit.params, self._backend)
+        self._binders[id(kernel)] = (kernel, jit, binder)
+        return jit, binder
+
+    def specialise(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Launch:
+        """The launch as JITFunction.run would compile it (same binder, same _pack_args)."""
+        from triton import knobs
+
+        jit, binder = self._jit(kernel)
+        name = jit.fn.__name__
+        kwargs = dict(kwargs)
+        # As JITFunction.run sets them before binding.
+        kwargs["debug"] = kwargs.get("debug", jit.debug) or knobs.runtime.debug
+        kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+        try:
+            bound, specialization, options = binder(*args, **kwargs)
+            options, signature, constexprs, attrs = jit._pack_args(
+                self._backend, kwargs, bound, specialization, options)
+        except Exception as exc:
+            raise LaunchRefused(f"{name}[grid](...) cannot be launched as Triton would launch "
+                                f"it: {type(exc).__name__}: {exc}"[:500]) from None
+        for path, value in constexprs.items():
+            problem = _constexpr_problem(value)
+            if problem is not None:
+                raise LaunchRefused(
+                    f"{name}[grid](...): the constexpr argument `{_param_name(jit.params, path)}`"
+                    f" is {problem}. A tl.constexpr argument must be an int, float, bool, str or "
+                    "dtype, never a tensor: pass tensors as ordinary (pointer) arguments and "
+                    "tl.load them in the kernel.")
+        fields = set(vars(options))
+        launch_options = {k: v for k, v in kwargs.items() if k in fields}
+        for k, v in launch_options.items():
+            if not (v is None or type(v) in (bool, int, float, str)):
+                raise LaunchRefused(f"{name}[grid](...): the launch option {k}= must be a plain "
+                                    f"number or string, not a {type(v).__name__}.")
+        return Launch(name, dict(signature), dict(constexprs), dict(attrs), launch_options)
+
+    def record(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Record one launch, or raise LaunchRefused (and remember why: the compile step fails
+        even if the student's wrapper catches the exception)."""
+        if self.closed:
+            return
         self.count += 1
         try:
-            import inspect
-
-            params = list(inspect.signature(fn).parameters.values())
-            names = [p.name for p in params]
-            bound: dict[str, Any] = dict(zip(names, args, strict=False))
-            options = {k: int(v) for k, v in kwargs.items() if k in OPTION_NAMES}
-            bound.update({k: v for k, v in kwargs.items() if k not in OPTION_NAMES})
-            signature: dict[str, str] = {}
-            constexprs: dict[str, Any] = {}
-            for p in params:
-                if p.name not in bound:
-                    if p.default is inspect.Parameter.empty:
-                        continue  # the launch itself fails on this; the interpreter says so
-                    bound[p.name] = p.default
-                value = bound[p.name]
-                if "constexpr" in str(p.annotation) or value is None:
-                    signature[p.name] = "constexpr"
-                    constexprs[p.name] = value
-                else:
-                    signature[p.name] = mangle_type(value)
-            launch = Launch(fn.__name__, signature, constexprs, options)
-            launch.to_json()  # refuse now what could not travel to the compiling process
-        except Exception as exc:  # recording must never change what the student's code does
-            self.problems.append(f"could not record a launch: {exc!r}"[:300])
-            return
+            launch = self.specialise(kernel, args, kwargs)
+        except LaunchRefused as exc:
+            self._refuse(str(exc))
+        except Exception as exc:  # our own failure to describe it: refused all the same
+            self._refuse(f"a kernel launch could not be recorded for the sm_90 compile "
+                         f"({type(exc).__name__}: {exc})"[:500])
         key = launch.key()
-        if key not in self.launches and sum(
-                1 for other in self.launches.values() if other.kernel == launch.kernel
-        ) < MAX_SIGNATURES:
-            self.launches[key] = launch
+        if key in self.launches:
+            return
+        same = sum(1 for other in self.launches.values() if other.kernel == launch.kernel)
+        if same >= MAX_PER_KERNEL or len(self.launches) >= MAX_LAUNCHES:
+            self._refuse(f"{launch.kernel}[grid](...): more than {MAX_PER_KERNEL} distinct "
+                         f"specialisations of one kernel (or {MAX_LAUNCHES} in all) were "
+                         "launched; each is compiled for sm_90, so launch fewer variants "
+                         "(constexprs, options, or argument alignment and values 1 / multiples "
+                         "of 16, which Triton specialises on).")
+        self.launches[key] = launch
+
+    def _refuse(self, message: str) -> NoReturn:
+        if message not in self.problems:
+            self.problems.append(message)
+        raise LaunchRefused(message)
+
+    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
+        """The compile report with what recording saw: a refused launch fails the step."""
+        self.closed = True
+        report["launches"] = self.count
+        report["record_problems"] = self.problems[:5]
+        if self.problems:
+            report["ok"] = False
+            report["error"] = ("A kernel launch was refused, so not every launched kernel could "
+                               "be compiled for sm_90: " + self.problems[0])
+        return report
 
     def install(self, interpreted: bool) -> None:
         """Wrap the launch entry point of Triton's kernels so every launch is seen."""
@@ -125,10 +280,10 @@ class LaunchLog:
         log = self
 
         def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-            if not warmup:
-                log.record(self.fn, args, kwargs)
             outer, log.in_launch = log.in_launch, True
             try:
+                if not warmup:
+                    log.record(self, args, kwargs)
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
                 log.in_launch = outer
@@ -149,9 +304,45 @@ def _unwrap(obj: Any) -> Any:
     return None
 
 
+def registers(cubin: bytes) -> int | None:
+    """Registers per thread of the compiled kernel, from the cubin by the cuobjdump bundled
+    with Triton (a real launch reads them from the driver, which needs a GPU)."""
+    from triton import knobs
+
+    try:
+        tool = knobs.nvidia.cuobjdump.path
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(cubin)
+        try:
+            out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
+                                 timeout=TOOL_TIMEOUT_S, check=False).stdout.decode("utf-8",
+                                                                                   "replace")
+        finally:
+            os.unlink(f.name)
+    except Exception:
+        return None
+    found = re.findall(r"\bREG:(\d+)", out)
+    return max(int(n) for n in found) if found else None
+
+
+def over_limits(entry: dict[str, Any]) -> list[str]:
+    """The sm_90 per-block limits this compiled kernel exceeds, in words."""
+    regs, threads = entry.get("registers"), entry.get("threads")
+    used = {"shared": entry.get("shared"), "registers": regs, "threads": threads,
+            "block_registers": regs * threads if regs is not None and threads else None}
+    out = []
+    for key, (limit, what, unit) in SM90_LIMITS.items():
+        value = used[key]
+        if value is not None and value > limit:
+            out.append(f"needs {value:,}{' ' + unit if unit else ''} of {what}; sm_90 "
+                       f"(H100/H200) allows at most {limit:,}{' ' + unit if unit else ''}")
+    return out
+
+
 def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
-    """Compile each recorded launch for sm_90. Returns a JSON-able report:
-    {"ok", "kernels": [{"kernel", "seconds", "shared", "num_warps", "wgmma", "error"}]}."""
+    """Compile each recorded launch for sm_90. Returns a JSON-able report: {"ok", "kernels":
+    [{"kernel", "signature", "seconds", "shared", "registers", "threads", "num_warps",
+    "num_stages", "wgmma", "mma", "error"}]}."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -171,6 +362,7 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
         if fn is not None:
             jitted[fn.fn.__name__] = fn
     reports: list[dict[str, Any]] = []
+    target = GPUTarget(*TARGET)
     for launch in log.launches.values():
         fn = jitted.get(launch.kernel)
         entry: dict[str, Any] = {"kernel": launch.kernel, "signature": launch.signature}
@@ -181,12 +373,18 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
         start = time.perf_counter()
         try:
             compiled = triton.compile(
-                ASTSource(fn=fn, signature=launch.signature, constexprs=launch.constexprs),
-                target=GPUTarget(*TARGET), options=launch.options or None)
+                ASTSource(fn=fn, signature=launch.signature, constexprs=launch.constexprs,
+                          attrs=launch.attrs), target=target, options=launch.options)
             ptx = compiled.asm.get("ptx", "")
-            entry.update(shared=int(compiled.metadata.shared),
-                         num_warps=int(compiled.metadata.num_warps),
+            meta = compiled.metadata
+            entry.update(shared=int(meta.shared), num_warps=int(meta.num_warps),
+                         num_stages=int(meta.num_stages), threads=int(meta.num_warps) * TARGET[2],
+                         registers=registers(compiled.asm.get("cubin", b"")),
                          wgmma=ptx.count("wgmma.mma_async"), mma=ptx.count("mma.sync"))
+            over = over_limits(entry)
+            if over:
+                entry["error"] = ("does not fit an sm_90 thread block: it " + "; it ".join(over)
+                                  + " (a real launch fails with OutOfResources).")
         except Exception as exc:
             entry["error"] = _first_lines(f"{type(exc).__name__}: {exc}")
         entry["seconds"] = round(time.perf_counter() - start, 3)

@@ -29,16 +29,21 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cpuclock import Budget
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PR_SET_DUMPABLE = 4
 SEAL_BYTES = 16
 RESTARTS = 1  # a crash costs its case; the child is restarted once, not more
-# Each phase's own limit; with the part's time limit for the cases they stay inside the
-# sandbox's wall clock (graders/kernel.py) and that inside the Celery task's soft limit.
+# Each phase's own limit, in CPU seconds of the child and what it starts (cpuclock.py: a busy
+# machine must not fail a correct kernel), each with a wall-clock backstop WALL_FACTOR times
+# longer; with the part's time limit for the cases (CPU seconds too) they stay inside the
+# sandbox's wall clock (graders/kernel.py).
 IMPORT_LIMIT_S = 20.0  # torch + triton + the student's module-level code
-COMPILE_LIMIT_S = 20.0
+COMPILE_LIMIT_S = 20.0  # aot.py: triton + the submission again, and each kernel's sm_90 build
 MAX_REPLY_BYTES = 1 << 20
 WORK = "/tmp/kernel-cases"
 
@@ -62,7 +67,12 @@ class ChildGone(Exception):
 
 
 class ChildTimeout(Exception):
-    pass
+    """A phase's budget ran out: `busy` when only at the wall-clock backstop, with the child
+    starved of a core (the machine's fault, reported as such, never as a time limit)."""
+
+    def __init__(self, busy: bool) -> None:
+        super().__init__("busy" if busy else "time")
+        self.busy = busy
 
 
 class Child:
@@ -79,18 +89,17 @@ class Child:
             [sys.executable, "-I", "-B", os.path.join(HERE, "kchild.py"), str(cmd_r),
              str(reply_w), mode],
             stdin=subprocess.DEVNULL, stdout=2, stderr=2, pass_fds=(cmd_r, reply_w), env=env,
-            cwd=HERE)
+            cwd=HERE, start_new_session=True)  # one kill ends the compiler process too
         os.close(cmd_r)
         os.close(reply_w)
         self.buffer = b""
 
-    def ask(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def ask(self, body: dict[str, Any], budget: Budget) -> dict[str, Any]:
         nonce = secrets.token_hex(8)
         try:
             os.write(self.cmd_w, (json.dumps({**body, "nonce": nonce}) + "\n").encode())
         except OSError:
             raise ChildGone(self._how()) from None
-        deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             # Replies with another nonce (written by the student's code) are skipped.
             while b"\n" in self.buffer:
@@ -101,9 +110,9 @@ class Child:
                     continue
                 if isinstance(reply, dict) and reply.get("nonce") == nonce:
                     return reply
-            left = deadline - time.monotonic()
+            left = budget.wait_s()
             if left <= 0:
-                raise ChildTimeout()
+                raise ChildTimeout(budget.outcome == "busy")
             ready, _, _ = select.select([self.reply_r], [], [], left)
             if not ready:
                 continue
@@ -129,7 +138,10 @@ class Child:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
             self.proc.wait()
         for fd in (self.cmd_w, self.reply_r):
             try:
@@ -150,30 +162,36 @@ def _load_task(torch: Any) -> Any:
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
-    from compare import compare_case
+    from compare import compare_case, poison
+    from cpuclock import WALL_FACTOR, Budget
 
     mode = config["mode"]
     device = "cuda" if mode == "gpu" else "cpu"
     torch.manual_seed(0)
     task = _load_task(torch)
     cases = list(task.cases(config["params"], mode))
+    # "busy": a phase was stopped only at its wall-clock backstop, starved of a core; the worker
+    # runs the whole grade again rather than count it (graders/kernel.py).
     result: dict[str, Any] = {"mode": mode, "device": device, "cases": [], "compile": None,
-                              "import": None, "timing": None}
+                              "import": None, "timing": None, "busy": False}
     if device == "cuda":
         result["device"] = torch.cuda.get_device_name(0)
     os.makedirs(WORK, exist_ok=True)
     # The part's time limit is for the cases alone: start-up (and a restart after a crash) and
-    # the compile step have limits of their own.
+    # the compile step have limits of their own. All are CPU seconds; the cases share one
+    # wall-clock backstop, set when the first case is sent.
     time_left = float(config["time_limit_s"])
+    cases_deadline: float | None = None
     restarts = 0
 
     def start() -> tuple[Child | None, dict[str, Any]]:
         child = Child(mode)
         try:
-            reply = child.ask({"op": "hello"}, IMPORT_LIMIT_S)
-        except ChildTimeout:
+            reply = child.ask({"op": "hello"}, Budget(IMPORT_LIMIT_S))
+        except ChildTimeout as timeout:
             child.kill()
-            return None, {"kind": "import_timeout"}
+            result["busy"] = result.get("busy") or timeout.busy
+            return None, {"kind": "import_busy" if timeout.busy else "import_timeout"}
         except ChildGone as gone:
             child.kill()
             return None, {"kind": "import_crash", "how": gone.how}
@@ -199,22 +217,25 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         seed = case_seed(int(config["seed"]), str(case["id"]))
         args = task.make(case, seed, torch, "cpu")
         for name in outputs:
-            args[name].fill_(float("nan"))
+            poison(torch, args[name])  # NaN with our payload (compare.py)
         in_path = os.path.join(WORK, f"in-{index}.pt")
         out_path = os.path.join(WORK, f"out-{index}.pt")
         torch.save({n: args[n] for n in names}, in_path)
-        asked = time.monotonic()
+        if cases_deadline is None:
+            cases_deadline = time.monotonic() + WALL_FACTOR * time_left
+        budget = Budget(time_left, cases_deadline)
         try:
             reply = child.ask({"op": "case", "in": in_path, "out": out_path, "entry": task.ENTRY,
-                               "args": names}, time_left)
-        except ChildTimeout:
+                               "args": names}, budget)
+        except ChildTimeout as timeout:
             time_left = 0.0
-            entry["status"] = "timeout"
+            entry["status"] = "busy" if timeout.busy else "timeout"
+            result["busy"] = result.get("busy") or timeout.busy
             child.kill()
             child = None
             continue
         except ChildGone as gone:
-            time_left -= time.monotonic() - asked
+            time_left -= budget.used()
             entry.update(status="crash", message=gone.how)
             child.kill()
             child = None
@@ -222,7 +243,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 restarts += 1
                 child, _ = start()
             continue
-        time_left -= time.monotonic() - asked
+        time_left -= budget.used()
         kind = reply.get("kind")
         if kind == "harness_error":
             raise RuntimeError(f"kchild failed: {reply.get('report')}")
@@ -245,11 +266,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 "your @triton.jit kernel; the wrapper may only allocate, reshape and launch"))
     if child is not None:
         try:
-            reply = child.ask({"op": "compile"}, COMPILE_LIMIT_S)
+            reply = child.ask({"op": "compile"}, Budget(COMPILE_LIMIT_S))
             result["compile"] = reply.get("report")
-        except ChildTimeout:
-            result["compile"] = {"ok": False, "kernels": [], "error": "compiling took longer "
-                                 f"than {COMPILE_LIMIT_S:g} s"}
+        except ChildTimeout as timeout:
+            result["compile"] = {"ok": False, "kernels": [], "busy": timeout.busy,
+                                 "error": "the machine was too busy to compile in time"
+                                 if timeout.busy else "compiling took more than "
+                                 f"{COMPILE_LIMIT_S:g} s of CPU time"}
+            result["busy"] = result.get("busy") or timeout.busy
             child.kill()
             child = None
         except ChildGone as gone:
@@ -260,7 +284,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             c.get("status") == "ok" for c in result["cases"]):
         from timed_case import time_all
 
-        result["timing"] = time_all(torch, task, config, child.ask)
+        timed = child
+        result["timing"] = time_all(torch, task, config,
+                                    lambda body, limit: timed.ask(body, Budget(limit)))
     if child is not None:
         child.kill()
     return result

@@ -82,6 +82,33 @@ TL_DENIED = frozenset({"core", "semantic", "standard", "random", "builtins", "in
 # Plus attributes that only exist on the interpreter's tensors (`x.handle.data` is a numpy array)
 # and string formatting, which reaches attributes by name ("{0.__class__}").
 JIT_DENIED_ATTRS = frozenset({"handle", "data", "format", "format_map"}) | TL_DENIED
+# The methods a kernel may call on a value: those of Triton's own tensors, dtypes, constexprs and
+# tensor descriptors (triton.language.core in the installed Triton; tests/gpu_sandbox/
+# test_static.py keeps this list equal to it). In the interpreter a tensor that reached a kernel
+# as a constexpr is a torch tensor, whose .copy_(), .matmul() or .double() would compute outside
+# Triton; the launch refuses such constexprs (aot.py), and this refuses the calls by name. Names
+# both libraries have (.cos(), .sum(), .to()) stay allowed: honest kernels call them.
+KERNEL_METHODS = frozenset({
+    # triton.language.core.tensor
+    "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and",
+    "atomic_cas", "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor",
+    "broadcast_to", "cast", "cdiv", "ceil", "cos", "cumprod", "cumsum", "erf", "exp", "exp2",
+    "expand_dims", "flip", "floor", "gather", "histogram", "item", "log", "log2", "logical_and",
+    "logical_or", "max", "min", "permute", "ravel", "reduce", "reduce_or", "reshape", "rsqrt",
+    "sigmoid", "sin", "softmax", "sort", "split", "sqrt", "sqrt_rn", "store", "sum", "to",
+    "trans", "view", "xor_sum",
+    # tensor descriptors (tl.make_tensor_descriptor)
+    "load", "scatter",
+    # dtypes (x.dtype.is_fp8(), ptr.dtype.element_ty.is_floating()...)
+    "get_block_shapes", "get_int_max_value", "get_int_min_value", "is_bf16", "is_block",
+    "is_bool", "is_const", "is_dtype", "is_floating", "is_fp16", "is_fp32", "is_fp64", "is_fp8",
+    "is_fp8e4b15", "is_fp8e4b8", "is_fp8e4nv", "is_fp8e5", "is_fp8e5b16", "is_int", "is_int1",
+    "is_int16", "is_int32", "is_int64", "is_int8", "is_int_signed", "is_int_unsigned", "is_ptr",
+    "is_standard_floating", "is_uint16", "is_uint32", "is_uint64", "is_uint8", "is_void",
+    "with_element_ty",
+})
+KERNEL_METHODS_MAY = ("A kernel may call tl.* functions and the methods of Triton's tensors "
+                      "(.to(), .reshape(), .trans(), .sum(), .exp()...).")
 
 MUTABLE_NODES = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 
@@ -417,6 +444,8 @@ class _Checker:
         if isinstance(node, ast.Import | ast.ImportFrom):
             self.check_import(node)
             return
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.MatMult):
+            self.matmul(node, jit)
         if isinstance(node, ast.AugAssign) and not jit:
             self.add(node, "host-inplace", f"`{self.show(node)}` updates in place in the host "
                      "wrapper (on a tensor that would be computing outside your kernel). Write "
@@ -470,6 +499,9 @@ class _Checker:
             self.add(t, "attribute-assign", f"Assigning or deleting `{self.show(t)}` is not "
                      "allowed: a submission must not change attributes of modules, functions or "
                      "tensors (e.g. torch.matmul = ..., out.data = ...).")
+        elif isinstance(t, ast.Subscript) and jit:
+            self.add(t, "kernel-assign", f"`{self.show(t)} = ...` inside a kernel: Triton "
+                     "tensors cannot be assigned into; write results with tl.store.")
         elif isinstance(t, ast.Subscript) and not jit:
             self.add(t, "subscript-assign", f"`{self.show(t)} = ...` writes into a container or "
                      "tensor in the host wrapper. Outputs are written by your kernel (tl.store); "
@@ -524,10 +556,8 @@ class _Checker:
         if isinstance(node, ast.Name):
             self.name(node, jit, called=False)
             return
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not jit:
-            self.add(node, "torch-compute", f"`{self.show(node)}` multiplies matrices in the host "
-                     "wrapper; the math must happen in your @triton.jit kernel (tl.dot there). "
-                     + WRAPPER_MAY)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            self.matmul(node, jit)
         if isinstance(node, ast.Lambda):
             self.arguments(node.args)
             self.expr(node.body, jit)
@@ -537,6 +567,16 @@ class _Checker:
                 self.expr(child, jit)
             else:
                 self.other(child, jit)
+
+    def matmul(self, node: ast.BinOp | ast.AugAssign, jit: bool) -> None:
+        if jit:
+            # Triton's tensors have no @: in a kernel it can only reach a torch tensor.
+            self.add(node, "kernel-matmul", f"`{self.show(node)}` inside a kernel: Triton "
+                     "tensors have no `@`; use tl.dot(a, b).")
+        else:
+            self.add(node, "torch-compute", f"`{self.show(node)}` multiplies matrices in the host "
+                     "wrapper; the math must happen in your @triton.jit kernel (tl.dot there). "
+                     + WRAPPER_MAY)
 
     def name(self, node: ast.Name, jit: bool, called: bool) -> None:
         n = node.id
@@ -581,6 +621,10 @@ class _Checker:
             if jit:
                 if node.attr in JIT_DENIED_ATTRS or node.attr.startswith("_"):
                     self.add(node, "kernel-call", f"`.{node.attr}` is not allowed in a kernel.")
+                elif called and node.attr not in KERNEL_METHODS:
+                    self.add(node, "kernel-method", f"`.{node.attr}()` on "
+                             f"`{self.show(node.value)}` is not a method of Triton's tensors. "
+                             + KERNEL_METHODS_MAY)
             elif called:
                 self.host_method(node)
             elif not self.host_attr_ok(node):

@@ -83,7 +83,7 @@ def _samples(report: dict[str, Any], name: str) -> tuple[float, ...]:
 
 def time_all(torch: Any, task: Any, config: dict[str, Any], ask: Any) -> dict[str, Any]:
     """Parent side: every bench case, judged. Never raises for the child's failures."""
-    from compare import compare_case
+    from compare import compare_case, poison
     from run import WORK, case_seed
     from timing import Sample, Timings, judge, roofline_floor_ms
 
@@ -95,7 +95,7 @@ def time_all(torch: Any, task: Any, config: dict[str, Any], ask: Any) -> dict[st
         seed = case_seed(int(config["seed"]), f"bench:{case['id']}")
         args = task.make(case, seed, torch, "cpu")
         for name in task.OUTPUTS:
-            args[name].fill_(float("nan"))
+            poison(torch, args[name])  # NaN with our payload (compare.py)
         roof = task.roofline(case)
         in_path = os.path.join(WORK, f"bench-in-{index}.pt")
         out_path = os.path.join(WORK, f"bench-out-{index}.pt")

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from exercises.spec import Mistake
 
-Verdict = Literal["correct", "partial", "incorrect", "pending", "invalid", "error"]
+# "provisional": every check passed in a preview that is not the authoritative grade (a kernel
+# run only in Triton's interpreter, graders/kernel.py); it solves nothing until re-graded.
+Verdict = Literal["correct", "partial", "incorrect", "pending", "provisional", "invalid", "error"]
 
 
 class InvalidAnswer(ValueError):

@@ -22,7 +22,10 @@ the most any code in the sandbox can decide is the output of the case it is bein
 
 `checks.check(cases, got, expected, params)` receives, per case, `{"output": ...}` (what
 `driver.run_case` returned) or `{"error": "..."}` (no output: an exception outside the student's
-methods, an oversized output, a crash the run recovered from).
+methods, an oversized output, a crash the run recovered from, or an output outside the limits
+every exercise shares: a non-finite number, an integer beyond 64 bits, deep nesting; see
+graders/outputs.py, which also keeps a checks.py that raises on a malformed output from
+turning it into an error verdict).
 
 A run that cannot get through the cases (time, memory or output limit, a crash, a tampered
 channel) scores 0 with one plainly worded check naming the case it stopped on, the limit's value
@@ -50,6 +53,7 @@ from typing import Any
 
 from exercises.registry import expose_shared_modules, shared_module_path
 from exercises.spec import PartSpec
+from graders import outputs
 from graders.base import Check, GradeContext, GradeResult, InvalidAnswer
 
 MAX_SOURCE_BYTES = 100_000
@@ -66,9 +70,13 @@ RESULTS_BUDGET_BYTES = 16 * MiB
 # exception report, is at most one reply, base64 in the line); only output written around the
 # relay (e.g. through /proc/1/fd/2 where the worker's pipe is reachable) can reach it.
 CHANNEL_SLACK_BYTES = MAX_REPLY_BYTES * 4 // 3 + 4 * KiB
-# The relay times the cases itself; the sandbox's wall clock is a backstop that also covers
-# bwrap's and the interpreters' start-up.
+# The relay times the cases itself, in CPU seconds (runners/cpuclock.py); the sandbox's wall
+# clock is a backstop above the relay's own (WALL_FACTOR x the limit) that also covers bwrap's
+# and the interpreters' start-up.
 BACKSTOP_GRACE_S = 2.0
+# A run the relay stopped as starved of a core ("busy") is run again this many times, then
+# given up as MachineBusy: the machine's fault, never the student's TLE.
+BUSY_RETRIES = 1
 # A crash (or tampering) in one case costs that case; the child is restarted once, not more.
 RESTARTS = 1
 SEAL_BYTES = 16
@@ -140,13 +148,16 @@ def _source_bytes(answer_text: str) -> bytes:
 def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], seed: int,
                         mode: str, sandbox_modules: tuple[str, ...] = ()
                         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The cases for this mode and the reference's results on them (cached per variant/seed)."""
+    """The cases for this mode and the reference's results on them (cached per variant and
+    seed). Submit's hidden cases are drawn with the submission's own seed (practice.actions.
+    hidden_seed), so the seed is part of the key; Run's public cases depend on the variant only,
+    so every Run of a variant shares one entry whatever seed it was given."""
     checks = load_module(code_dir / "checks.py")
     expose_shared_modules(sandbox_modules)
     driver = load_module(code_dir / "driver.py")
     ref = load_module(code_dir.parent / reference)
     key = (id(checks), id(driver), id(ref), json.dumps(params, sort_keys=True, default=str),
-           int(seed), mode)
+           int(seed) if mode != "run" else 0, mode)
     with _lock:
         hit = _expected.get(key)
         if hit is not None:
@@ -356,10 +367,12 @@ def _how(how: str) -> str:
 def _got(record: Record) -> dict[str, Any]:
     """What checks.py gets for one case: {"output": ...} or {"error": "..."}."""
     if record.kind == "output":
-        value = _json_payload(record.payload)
-        if value is None and record.payload.strip() != b"null":
-            return {"error": "the output for this case is not valid JSON"}
-        return {"output": value}
+        # Range and shape limits every exercise shares (graders/outputs.py): what fails them
+        # is the student's wrong output, reported as that case's failure.
+        try:
+            return {"output": outputs.parse_output(record.payload)}
+        except outputs.Malformed as exc:
+            return {"error": f"your output for this case {exc}"}
     if record.kind == "error":
         report = _json_payload(record.payload)
         if not isinstance(report, dict) or not isinstance(report.get("error"), str):
@@ -482,6 +495,7 @@ def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
     the sandbox's own wall clock and output cap are backstops above the relay's."""
     import runners
     from runners import runtime_python
+    from runners.cpuclock import WALL_FACTOR
     from runners.spec import SandboxSpec
 
     here = Path(runners.__file__).resolve().parent
@@ -496,13 +510,16 @@ def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
         # -S: the relay needs the standard library only, and starts faster without site.
         argv=[runtime_python(), "-I", "-B", "-S", "relay.py"],
         files={"relay.py": (here / "relay.py").read_bytes(),
+               "cpuclock.py": (here / "cpuclock.py").read_bytes(),
                "child.py": (here / "child.py").read_bytes(),
                "driver.py": driver_source, STUDENT_FILE: source,
                **{f"{name}.py": shared_module_path(name).read_bytes()
                   for name in part.sandbox_modules}},
         stdin=stdin.encode("utf-8"),
-        wall_timeout_s=part.time_limit_s + BACKSTOP_GRACE_S,
-        cpu_time_s=part.time_limit_s,
+        wall_timeout_s=WALL_FACTOR * (part.time_limit_s + BACKSTOP_GRACE_S),
+        # Each process's RLIMIT_CPU backstops the relay's budget (the same CPU seconds for the
+        # whole tree), so the relay's own "time" is what normally ends a slow run.
+        cpu_time_s=part.time_limit_s + BACKSTOP_GRACE_S,
         memory_bytes=part.memory_mb * MiB,
         output_limit_bytes=output_limit + RESULTS_BUDGET_BYTES + CHANNEL_SLACK_BYTES,
     )
@@ -521,6 +538,7 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     source = _source_bytes(answer_text)
     # Imported here so loading graders (e.g. for inline number parts) never needs the sandbox.
     from runners import get_backend
+    from runners.base import MachineBusy
 
     code_dir = Path(ctx.exercise_path) / "code"
     reference = ctx.reference if isinstance(ctx.reference, str) and ctx.reference.endswith(".py") \
@@ -528,10 +546,18 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     cases, expected = _cases_and_expected(code_dir, reference, ctx.params, ctx.seed, ctx.mode,
                                           part.sandbox_modules)
     checks = load_module(code_dir / "checks.py")
-    key = secrets.token_bytes(16)  # per run: a seal from another run is worth nothing
-    spec = sandbox_spec(part, source, (code_dir / "driver.py").read_bytes(), cases, key)
-    result = get_backend().run(spec)  # SandboxUnavailable propagates: never run unsandboxed
-    report = read_relay(result.stdout, key)
+    driver = (code_dir / "driver.py").read_bytes()
+    for _ in range(BUSY_RETRIES + 1):
+        key = secrets.token_bytes(16)  # per run: a seal from another run is worth nothing
+        spec = sandbox_spec(part, source, driver, cases, key)
+        result = get_backend().run(spec)  # SandboxUnavailable propagates: never unsandboxed
+        report = read_relay(result.stdout, key)
+        if not (report.end is not None and report.end.field.startswith("TLE:")
+                and report.end.field.endswith(":busy")):
+            break
+    else:
+        raise MachineBusy("the machine was too busy to run the cases in their time limit "
+                          f"({BUSY_RETRIES + 1} tries); the attempt is not counted")
     extra: dict[str, Any] = {
         "sandbox": _sandbox_extra(result), "cases": len(cases), "mode": ctx.mode,
         "relay": {"records": len(report.cases), "finished": report.end is not None,
@@ -562,7 +588,9 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
                            extra=extra)
 
     got = [_got(r) for r in report.cases]
-    results = list(checks.check(cases, got, expected, ctx.params))
+    results, refused = outputs.run_checks(checks.check, cases, got, expected, ctx.params)
+    if refused:  # the checks raised on these; an operator should make them robust
+        extra["refused_outputs"] = refused[:20]
     if not results:
         raise ValueError(f"{code_dir}/checks.py returned no checks")
     weights = [c.weight if part.weight_checks else 1.0 for c in results]

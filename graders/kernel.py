@@ -11,7 +11,15 @@
 
 On the CPU the cases run in Triton's interpreter and the result is labelled a preview: the
 interpreter runs host Python inside kernels and does not trap out-of-bounds accesses, which is
-why the compile step and the GPU run exist. The result line is sealed with a key made here per
+why the compile step and the GPU run exist.
+
+A preview is not a final grade. A full pass in the interpreter has the verdict "provisional":
+its `score` (1.0) is the preview's fraction of checks passed, shown to the student, but it is
+not final, solves nothing (practice/provisional.py: no solved_at, no best score, not solved in
+statistics or exports) and is re-graded on a GPU worker once one exists. A preview that fails a
+check keeps the usual "partial" / "incorrect": the failure (wrong values, an unwritten or NaN
+element, an sm_90 compile error) is real and is what the student acts on. `extra["final"]` says
+which of the two a result is. The result line is sealed with a key made here per
 run, as for code parts, so nothing the student's code prints can pose as it.
 """
 from __future__ import annotations
@@ -34,16 +42,23 @@ STUDENT_FILE = "submission.py"
 HARNESS_FILES = ("run.py", "kchild.py", "aot.py", "compare.py")
 GPU_HARNESS_FILES = ("timing.py", "timed_case.py")
 # Above the part's own limit (the cases): two interpreters importing torch and Triton, and the
-# sm_90 compile of each launched kernel (run.py bounds each phase to 20 s; this is the backstop).
-# A kernel part's time_limit_s stays <= 40 so the whole run fits the Celery soft limit (90 s).
+# sm_90 compile of each launched kernel (run.py bounds each phase to 20 CPU seconds). The
+# sandbox's RLIMIT_CPU is their sum; its wall clock is a backstop WALL_FACTOR times longer,
+# above run.py's own backstops, so on a busy machine run.py's CPU-time budgets decide. A kernel
+# part's time_limit_s stays <= 40 so an unloaded run fits the Celery soft limit (90 s).
 IMPORT_AND_COMPILE_S = 45.0
 MAX_TIME_LIMIT_S = 40.0
+# A run that run.py stopped as starved of a core ("busy") is run again this many times, then
+# given up as MachineBusy: the machine's fault, never the student's time limit or compile.
+BUSY_RETRIES = 1
 RESULT_BYTES = 2 * MiB
 TMPFS_BYTES = 512 * MiB
 
 STATUS_WORDS = {
     "mismatch": "wrong values",
-    "unwritten": "some output elements were never written (still NaN)",
+    "unwritten": "some output elements were never written (they still hold the grader's "
+                 "NaN poison)",
+    "nan": "your kernel produced NaN",
     "inputs_changed": "an input was modified",
     "host_compute": "the outputs are computed outside the kernel",
     "shape": "an output changed shape or dtype",
@@ -53,6 +68,11 @@ STATUS_WORDS = {
     "timeout": "the time limit ran out during this case",
     "not_run": "not run (an earlier case stopped the run)",
 }
+
+
+# What a NaN among the worst elements is (gpu_sandbox/compare.py tells them apart by the
+# poison's payload).
+WORST_WHY = {"unwritten": " (never written)", "nan": " (computed by your kernel)"}
 
 
 def kernel_device() -> str:
@@ -99,6 +119,7 @@ def sandbox_spec(part: PartSpec, source: bytes, kernel_dir: Path, params: dict[s
     here = Path(__file__).resolve().parent.parent / "gpu_sandbox"
     names = HARNESS_FILES + (GPU_HARNESS_FILES if device == "gpu" else ())
     files = {name: (here / name).read_bytes() for name in names}
+    files["cpuclock.py"] = (here.parent / "runners" / "cpuclock.py").read_bytes()
     files["task.py"] = (kernel_dir / "task.py").read_bytes()
     files[STUDENT_FILE] = source
     if device == "gpu":
@@ -106,13 +127,15 @@ def sandbox_spec(part: PartSpec, source: bytes, kernel_dir: Path, params: dict[s
     config = {"mode": "gpu" if device == "gpu" else "preview", "params": params,
               "seed": int(seed), "time_limit_s": part.time_limit_s}
     stdin = key.hex() + "\n" + json.dumps(config, default=str) + "\n"
-    wall = part.time_limit_s + IMPORT_AND_COMPILE_S
+    from runners.cpuclock import WALL_FACTOR
+
+    cpu = part.time_limit_s + IMPORT_AND_COMPILE_S
     return SandboxSpec(
         argv=[runtime_python(), "-I", "-B", "run.py"],
         files=files,
         stdin=stdin.encode("utf-8"),
-        wall_timeout_s=wall,
-        cpu_time_s=wall,
+        wall_timeout_s=WALL_FACTOR * cpu,
+        cpu_time_s=cpu,
         memory_bytes=part.memory_mb * MiB,
         tmpfs_bytes=TMPFS_BYTES,
         output_limit_bytes=part.output_limit_kb * KiB + RESULT_BYTES,
@@ -129,8 +152,8 @@ def _case_message(case: dict[str, Any], part: PartSpec) -> str:
     what = case.get("describe") or case["id"]
     words = STATUS_WORDS.get(status, status)
     if status == "timeout":
-        words = (f"the time limit ({part.time_limit_s:g} s for all cases together) ran out "
-                 "during this case")
+        words = (f"the time limit ({part.time_limit_s:g} s of CPU time for all cases "
+                 "together) ran out during this case")
     lines = [f"Case {case['id']} ({what}): {words}."]
     if case.get("message"):
         lines.append(str(case["message"]))
@@ -142,10 +165,14 @@ def _case_message(case: dict[str, Any], part: PartSpec) -> str:
             f"|got - expected| <= {out['atol']:g} + {out['rtol']:g}·|expected|"
             + (f" ({out['unwritten']:,} never written)" if out.get("unwritten") else "")
             + (f"; the first at index {tuple(out['first_bad'])}" if out.get("first_bad") else "")
+            + (f"; your kernel produced NaN at {out['nan']:,} element"
+               f"{'s' if out['nan'] != 1 else ''}, the first at index {tuple(out['first_nan'])}"
+               if out.get("nan") and out.get("first_nan") else "")
             + ".")
         for w in out.get("worst", []):
+            why = WORST_WHY.get(w.get("why", ""), "")
             lines.append(f"  at {tuple(w['index'])}: expected {_fmt(w['expected'])}, "
-                         f"got {_fmt(w['got'])}")
+                         f"got {_fmt(w['got'])}{why}")
     trace = student_traceback(case.get("report"))
     if trace:
         lines.append(trace)
@@ -167,13 +194,18 @@ def _compile_check(report: dict[str, Any] | None) -> Check:
         if k.get("error"):
             lines.append(f"{k['kernel']}: {k['error']}")
         else:
+            # Figures of the compile a real launch makes (gpu_sandbox/aot.py specialises it).
+            regs = f", {k['registers']} registers per thread" if k.get("registers") else ""
             extra = f", {k['wgmma']} wgmma" if k.get("wgmma") else ""
             lines.append(f"{k['kernel']}: {k.get('num_warps')} warps, "
-                         f"{k.get('shared', 0):,} B shared memory{extra}")
+                         f"{k.get('shared', 0):,} B shared memory{regs}{extra}")
     ok = bool(report.get("ok"))
     head = "Every launched kernel compiles for sm_90." if ok else \
-        "A launched kernel does not compile for a real GPU (the interpreter accepted it):"
-    return Check(name, ok, "\n".join([head, *lines]),
+        "A launched kernel does not compile for, or does not fit, a real GPU (the interpreter " \
+        "accepted it):"
+    # One line per distinct result: a kernel launched with several specialisations often
+    # compiles to the same figures.
+    return Check(name, ok, "\n".join([head, *dict.fromkeys(lines)]),
                  details={"kernels": [k.get("kernel") for k in kernels]})
 
 
@@ -194,15 +226,22 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
                            feedback="The submission was not run: " + problems[0].message,
                            checks=(check,), extra={"static": [p.rule for p in problems]})
     from runners import get_backend
+    from runners.base import MachineBusy
 
     device = kernel_device()
-    key = secrets.token_bytes(16)
-    spec = sandbox_spec(part, source, kernel_dir, ctx.params, ctx.seed, device, key)
-    result = get_backend().run(spec)  # SandboxUnavailable propagates: never run unsandboxed
+    for _ in range(BUSY_RETRIES + 1):
+        key = secrets.token_bytes(16)
+        spec = sandbox_spec(part, source, kernel_dir, ctx.params, ctx.seed, device, key)
+        result = get_backend().run(spec)  # SandboxUnavailable propagates: never unsandboxed
+        report = read_result(result.stdout, key)
+        if not (report and report.get("busy")):
+            break
+    else:
+        raise MachineBusy("the machine was too busy to run or compile the kernel in its time "
+                          f"limits ({BUSY_RETRIES + 1} tries); the attempt is not counted")
     extra: dict[str, Any] = {"sandbox": {"verdict": result.verdict,
                                          "wall_s": round(result.wall_s, 3),
                                          "backend": result.backend}, "device": device}
-    report = read_result(result.stdout, key)
     if report is None:
         return _stopped(part, result, extra)
     if "internal" in report:
@@ -230,7 +269,14 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     score = round(passed / len(checks), 6)
     where = ("in Triton's interpreter on the CPU (a preview; timing awaits a GPU worker)"
              if device == "cpu" else f"on {report.get('device')}")
-    if passed == len(checks):
+    if passed == len(checks) and device == "cpu":
+        # Every check passed, but only in the interpreter: the preview's score, not a grade.
+        verdict, score = "provisional", 1.0
+        feedback = (f"All {len(checks)} checks passed {where}. This is provisional, not final: "
+                    "the part is not solved until a GPU worker grades it (larger shapes, "
+                    "BF16 paths, real memory faults and timing), which re-grades it by "
+                    "itself once GPU workers are running.")
+    elif passed == len(checks):
         verdict, score = "correct", 1.0
         feedback = f"All {len(checks)} checks passed {where}."
     else:
@@ -238,6 +284,7 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         verdict = "partial" if score > 0 else "incorrect"
         feedback = (f"{passed} of {len(checks)} checks passed {where}; first failure: "
                     f"{first.name}: {first.message.splitlines()[0]}")
+    extra["final"] = verdict != "provisional"
     timing = report.get("timing")
     if timing:
         extra["timing"] = timing

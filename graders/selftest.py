@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import graders
 from exercises import registry, templating
-from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
+from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity, SelftestCase
 from graders.base import InvalidAnswer
 
 GENERATED_VARIANTS = (1, 2, 3)
@@ -66,12 +66,12 @@ def _variants() -> Iterator[str | int]:
 _sandboxed: dict[tuple[str, str, str, str], tuple[float | None, str, str]] = {}
 
 
-def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any]
-           ) -> tuple[float | None, str, str]:
+def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any],
+           cache: bool = True) -> tuple[float | None, str, str]:
     """(score, verdict, feedback); score None when the input was rejected as invalid."""
     key = (str(spec.path), part_id, text, json.dumps(params, sort_keys=True, default=str))
     sandboxed = spec.part(part_id).type in SANDBOXED
-    if sandboxed and key in _sandboxed:
+    if sandboxed and cache and key in _sandboxed:
         return _sandboxed[key]
     try:
         r = graders.grade_answer(spec, part_id, text, params, seed=12345)
@@ -106,20 +106,36 @@ def run(spec: ExerciseSpec, *, code: bool = True) -> Report:
         part = spec.part(case.part)
         if part.type in SANDBOXED and not code:
             continue
-        params = registry.params_for(spec, case.variant)
-        text = (spec.path / case.file).read_text(encoding="utf-8") if case.file else case.answer
-        score, verdict, feedback = _grade(spec, case.part, text, params)
-        label = f"selftest {case.part} {case.file or case.answer[:40]!r}"
-        if case.invalid:
-            rep.check(score is None, f"{label}: rejected as invalid (got {verdict})")
-            continue
-        rep.check(score is not None and abs(score - (case.score or 0.0)) <= case.tolerance,
-                  f"{label}: score {case.score} (got {score}, {verdict}: {feedback[:120]})")
-        if case.feedback:
-            rep.check(case.feedback.lower() in feedback.lower(),
-                      f"{label}: feedback mentions {case.feedback!r} (got {feedback[:160]!r})")
+        _check_case(rep, spec, case)
     if code:
         _check_mutants(rep, spec)
+    return rep
+
+
+def _check_case(rep: Report, spec: ExerciseSpec, case: SelftestCase, cache: bool = True) -> None:
+    """One [[case]] of selftest.toml: its score (or its rejection) and its feedback."""
+    params = registry.params_for(spec, case.variant)
+    text = (spec.path / case.file).read_text(encoding="utf-8") if case.file else case.answer
+    score, verdict, feedback = _grade(spec, case.part, text, params, cache)
+    label = f"selftest {case.part} {case.file or case.answer[:40]!r}"
+    if case.invalid:
+        rep.check(score is None, f"{label}: rejected as invalid (got {verdict})")
+        return
+    rep.check(score is not None and abs(score - (case.score or 0.0)) <= case.tolerance,
+              f"{label}: score {case.score} (got {score}, {verdict}: {feedback[:120]})")
+    if case.feedback:
+        rep.check(case.feedback.lower() in feedback.lower(),
+                  f"{label}: feedback mentions {case.feedback!r} (got {feedback[:160]!r})")
+
+
+def sandboxed_cases(spec: ExerciseSpec, files: Collection[str] | None = None) -> Report:
+    """The selftest.toml cases of sandboxed parts (those naming one of `files`, if given), each
+    graded afresh: a grade cached by an earlier run in this process would test nothing (the
+    load test in tests/gpu_sandbox/test_load_independence.py grades them with every core busy)."""
+    rep = Report(spec.slug)
+    for case in spec.selftest:
+        if spec.part(case.part).type in SANDBOXED and (files is None or case.file in files):
+            _check_case(rep, spec, case, cache=False)
     return rep
 
 

@@ -19,7 +19,7 @@ import graders
 from exercises import registry
 from exercises.spec import ExerciseSpec
 from graders.base import GradeResult, InvalidAnswer
-from practice import access, ratelimit
+from practice import access, provisional, ratelimit
 from practice import mock as mocks
 from practice.models import (
     Assignment,
@@ -95,10 +95,17 @@ def variant_params(spec: ExerciseSpec, variant: str) -> dict[str, Any]:
     return registry.params_for(spec, variant)
 
 
-def hidden_seed(slug: str, variant: str) -> int:
-    """Hidden cases depend on the variant and a server secret, so they can't be precomputed."""
-    key = f"{settings.SECRET_KEY}:{slug}:{variant}".encode()
-    return int.from_bytes(hashlib.sha256(key).digest()[:4], "big")
+def hidden_seed(slug: str, variant: str, submission_id: int | None = None) -> int:
+    """The seed a code part's hidden cases are drawn with: a server secret (so they cannot be
+    precomputed), the variant and the submission. Submit's failure message shows the smallest
+    failing hidden case with its expected output and attempts are unlimited, so each submission
+    draws its own cases (a case shown once is worth nothing to the next submission); derived
+    from the row's id rather than stored, so the worker and an instructor's regrade reproduce
+    them with nothing more than the row. None: the variant's own seed (tools, benchmarks)."""
+    key = f"{settings.SECRET_KEY}:{slug}:{variant}"
+    if submission_id is not None:
+        key += f":submission:{submission_id}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
 
 
 # --- answering ----------------------------------------------------------------------------
@@ -200,14 +207,16 @@ def reveal_solution(user: User, exercise: Exercise, part_id: str) -> PartState:
 
 
 def _count_attempt(sub: Submission, result: GradeResult) -> None:
-    """Invalid answers and Run (examples only) use no attempt."""
+    """Invalid answers and Run (examples only) use no attempt. A provisional result (a preview
+    pass, practice/provisional.py) uses one but neither raises the best score nor solves."""
     if sub.mode != Submission.Mode.SUBMIT or result.verdict in ("invalid", "error"):
         return
     state, _ = PartState.objects.select_for_update().get_or_create(
         user=sub.user, exercise=sub.exercise, part_id=sub.part_id)
     state.attempts += 1
-    state.best_score = max(state.best_score, result.score)
-    if result.score >= 1.0 and state.solved_at is None:
+    if provisional.is_final(result.verdict):
+        state.best_score = max(state.best_score, result.score)
+    if provisional.is_final(result.verdict) and result.score >= 1.0 and state.solved_at is None:
         state.solved_at = timezone.now()
     state.save(update_fields=["attempts", "best_score", "solved_at"])
 
@@ -239,7 +248,7 @@ def grade_claimed(sub: Submission) -> GradeResult:
     params = variant_params(spec, sub.variant)
     try:
         return graders.grade_answer(spec, sub.part_id, sub.answer, params, mode=sub.mode,
-                                    seed=hidden_seed(spec.slug, sub.variant))
+                                    seed=hidden_seed(spec.slug, sub.variant, sub.pk))
     except InvalidAnswer as exc:
         return graders.invalid_result(str(exc))
 
@@ -462,11 +471,12 @@ def _review_score(review: Review) -> float | None:
 
 
 def effective_score(sub: Submission) -> float | None:
-    """The score that counts: a review's when it sets one, else the grader's."""
+    """The score that counts: a review's when it sets one, else the grader's; None while the
+    grader's is only provisional (a preview pass awaiting its GPU grade)."""
     review = getattr(sub, "review", None)
     if review is not None and review.score is not None:
         return review.score
-    return sub.score
+    return sub.score if provisional.is_final(sub.verdict) else None
 
 
 def _refresh_part_state(user: User, exercise: Exercise, part_id: str) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from practice.models import Exercise, MockInterview, PartState, Submission, User
+from practice.provisional import is_final
 
 QUESTIONS_PER_MOCK = 3
 DEFAULT_DURATION_S = 45 * 60
@@ -160,7 +161,8 @@ def summarize(mock: MockInterview, now: datetime | None = None) -> list[Question
         mine = [s for s in subs if s.exercise_id == ex.pk]
         out.append(QuestionSummary(
             exercise=ex, parts=len(ex.parts),
-            solved=len({s.part_id for s in mine if s.score is not None and s.score >= 1.0}),
+            solved=len({s.part_id for s in mine if s.score is not None and s.score >= 1.0
+                        and is_final(s.verdict)}),  # a preview pass solves nothing
             solved_before=before[ex.pk], attempts=len(mine),
             time_used_s=round(credit[ex.pk])))
     return out

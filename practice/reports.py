@@ -3,7 +3,10 @@
 One row per student and one column per exercise × part, holding the effective score (a review's
 override or rubric score beats the grader's; see `actions.effective_score`), the best over the
 student's counted submissions (submit mode, graded). A fixed number of queries whatever the
-cohort's size: exercises, students, then their submissions with reviews joined.
+cohort's size: exercises, students, then their submissions with reviews joined. A cell with no
+final score yet says why instead: "pending" (awaiting an instructor) or "provisional" (a kernel
+that passed only the CPU preview, awaiting its GPU grade: practice/provisional.py); it adds no
+points to the total.
 
 Cells are written for spreadsheets, which run a cell starting with = + - @ as a formula: such
 cells get a leading quote (OWASP's advice on CSV injection). Usernames are chosen by students.
@@ -17,6 +20,7 @@ from django.db.models import Count, Max, Q
 
 from practice import access, actions
 from practice.models import Cohort, Exercise, Membership, PartState, Submission, User
+from practice.provisional import PROVISIONAL
 
 # A cell awaiting an instructor (a text answer, a held kernel timing) with nothing scored yet.
 PENDING = "pending"
@@ -31,9 +35,12 @@ def _exercises_for(students: list[User]) -> list[Exercise]:
                 | Exercise.objects.filter(pk__in=used))
 
 
-def _awaiting(sub: Submission) -> bool:
+def _unscored(sub: Submission) -> str:
+    """PENDING or PROVISIONAL when the submission has no final score yet, else ""."""
     review = getattr(sub, "review", None)
-    return sub.verdict == "pending" and (review is None or review.score is None)
+    if review is not None and review.score is not None:
+        return ""
+    return sub.verdict if sub.verdict in (PENDING, PROVISIONAL) else ""
 
 
 def _fmt(value: float) -> str:
@@ -49,9 +56,9 @@ def cohort_scores_rows(viewer: User, cohort: Cohort) -> list[list[str]]:
     columns = [(ex, str(p["id"]), float(p.get("points", 1) or 0))
                for ex in exercises for p in ex.parts]
 
-    # (user, exercise, part) -> best counted score; and the cells that only await review.
+    # (user, exercise, part) -> best counted score; and, for cells without one, why not.
     best: dict[tuple[int, int, str], float] = {}
-    waiting: set[tuple[int, int, str]] = set()
+    waiting: dict[tuple[int, int, str], set[str]] = {}
     subs = (Submission.objects
             .filter(user__in=students, exercise__in=exercises, mode=Submission.Mode.SUBMIT,
                     status=Submission.Status.GRADED)
@@ -60,8 +67,9 @@ def cohort_scores_rows(viewer: User, cohort: Cohort) -> list[list[str]]:
                   "review__score"))
     for sub in subs:
         key = (sub.user_id, sub.exercise_id, sub.part_id)
-        if _awaiting(sub):
-            waiting.add(key)
+        why = _unscored(sub)
+        if why:
+            waiting.setdefault(key, set()).add(why)
             continue
         score = actions.effective_score(sub)
         if score is not None:
@@ -80,7 +88,10 @@ def cohort_scores_rows(viewer: User, cohort: Cohort) -> list[list[str]]:
                 row.append(_fmt(best[key]))
                 total += best[key] * points
             else:
-                row.append(PENDING if key in waiting else "")
+                # Provisional first: that grade comes by itself from a GPU worker, while a
+                # pending one waits on the instructor (who sees it in the review queue).
+                why = waiting.get(key, set())
+                row.append(PROVISIONAL if PROVISIONAL in why else PENDING if why else "")
         row.append(_fmt(round(total, 3)))
         rows.append(row)
     return rows

@@ -8,7 +8,10 @@ score (a review's when it sets one, else the grader's: `actions.effective_score`
     tried             students with at least one
     solve rate        students whose best effective score is 1, over those who tried (not
                       counting students whose only answers await an instructor's review, a
-                      text part's or a kernel held on its timing: no score is known yet)
+                      text part's or a kernel held on its timing, or are provisional, a
+                      kernel that passed only the CPU preview: no final score is known yet)
+    provisional       answers whose grade is a preview awaiting a GPU worker
+                      (practice/provisional.py): attempts, neither solved nor wrong
     distribution      each such student's best effective score, in 10 bins of 0.1 (1.0 in the
                       last bin)
     time to solve     per student, from their first submission of the part to the first scoring
@@ -46,6 +49,7 @@ from django.db.models.functions import Coalesce
 
 from exercises import registry
 from practice.models import Cohort, Exercise, Membership, RegradeEntry, RegradeJob, Submission
+from practice.provisional import PROVISIONAL
 
 BINS = 10
 # Scores are floats written by graders and reviews; 1 means "within a hair of 1".
@@ -83,6 +87,7 @@ class PartStats:
     scored: int = 0  # students who tried, less those whose every answer awaits review
     solved: int = 0
     pending: int = 0  # answers awaiting review (counted as attempts, not as wrong)
+    provisional: int = 0  # preview passes awaiting a GPU grade (attempts, not solved or wrong)
     histogram: list[int] = field(default_factory=lambda: [0] * BINS)
     solve_seconds: list[float] = field(default_factory=list, repr=False)
     wrong: int = 0
@@ -134,6 +139,10 @@ class ExerciseStats:
         return sum(p.pending for p in self.parts)
 
     @property
+    def provisional(self) -> int:
+        return sum(p.provisional for p in self.parts)
+
+    @property
     def solve_percent(self) -> int | None:
         """Solved over tried (with a known score), counted in (student, part) pairs."""
         scored = sum(p.scored for p in self.parts)
@@ -170,18 +179,24 @@ class CohortStats:
 # --- queries ---------------------------------------------------------------------------------
 
 def counted_submissions(cohort: Cohort) -> QuerySet[Submission]:
-    """The submissions statistics are made of, with `eff` (effective score) as an alias."""
+    """The submissions statistics are made of, with `eff` (effective score) as an alias: NULL
+    for a provisional answer nobody reviewed (no final score yet: `actions.effective_score`)."""
     members = Membership.objects.filter(cohort=cohort).values("user_id")
     return (Submission.objects
             .filter(user_id__in=members, mode=Submission.Mode.SUBMIT,
                     status=Submission.Status.GRADED)
             .exclude(verdict__in=UNCOUNTED_VERDICTS)
-            .alias(eff=Coalesce("review__score", "score", Value(0.0),
-                                output_field=FloatField())))
+            .alias(eff=Case(When(_provisional(), then=Value(None)),
+                            default=Coalesce("review__score", "score", Value(0.0)),
+                            output_field=FloatField())))
 
 
 def _awaiting_review() -> Q:
     return Q(verdict="pending", review__score__isnull=True)
+
+
+def _provisional() -> Q:
+    return Q(verdict=PROVISIONAL, review__score__isnull=True)
 
 
 def cohort_overview(cohort: Cohort) -> CohortStats:
@@ -224,7 +239,8 @@ def _collect(cohort: Cohort, exercises: list[Exercise], students: int) -> list[E
     per_student = (base.values("user_id", "exercise_id", "part_id").order_by()
                    .annotate(n=Count("pk"), best=Max("eff"), first=Min("queued_at"),
                              solved_at=Min("queued_at", filter=Q(eff__gte=SOLVED)),
-                             pending=Count("pk", filter=_awaiting_review())))
+                             pending=Count("pk", filter=_awaiting_review()),
+                             provisional=Count("pk", filter=_provisional())))
     tried_by: dict[int, set[int]] = defaultdict(set)
     solved_parts: dict[tuple[int, int], int] = defaultdict(int)
     for row in per_student:
@@ -233,10 +249,11 @@ def _collect(cohort: Cohort, exercises: list[Exercise], students: int) -> list[E
             continue  # a part since removed from the exercise folder
         part.attempts += row["n"]
         part.pending += row["pending"]
+        part.provisional += row["provisional"]
         part.tried += 1
         tried_by[row["exercise_id"]].add(row["user_id"])
-        if row["pending"] == row["n"]:
-            continue  # only answers awaiting review: no score to count yet
+        if row["pending"] + row["provisional"] == row["n"]:
+            continue  # only answers awaiting review or a GPU grade: no final score yet
         part.scored += 1
         part.histogram[score_bin(min(max(float(row["best"] or 0.0), 0.0), 1.0))] += 1
         if row["solved_at"] is not None:

@@ -38,3 +38,8 @@ class Backend(Protocol):
     def run(self, spec: SandboxSpec) -> SandboxResult:
         """Run spec.argv confined; raise SandboxUnavailable if the sandbox cannot be set up."""
         ...
+
+
+class MachineBusy(SandboxUnavailable):
+    """A run was stopped at its wall-clock backstop while starved of a core (runners/cpuclock.py),
+    again when retried: the machine's fault, so never graded as the student's time limit."""

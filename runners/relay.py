@@ -28,10 +28,14 @@ Why each piece:
   the record; the worker parses and checks its shape. The relay parses no JSON at all, which also
   keeps it fast: json, hashlib and signal cost ~15 ms of imports per run inside the sandbox.
 - The child gets a session of its own, so one kill ends everything it started.
-- Time is the relay's to keep (one deadline for all cases, from the config); the sandbox's own
-  wall clock and CPU limit are backstops. A crash or a refused reply costs that case and one
-  fresh child goes on; a second one, a SIGKILL (the OOM killer), a MemoryError, the time or the
-  print limit ends the run, and the end record says where.
+- Time is the relay's to keep: one budget for all cases, from the config, in CPU seconds of
+  the child and what it started (cpuclock.py), so a busy machine does not turn a correct run
+  into a TLE; a wall-clock backstop several times longer ends a run that uses no CPU, as a TLE,
+  or as "busy" when the child was starved of a core (the worker never counts that against the
+  student). The sandbox's own wall clock and CPU limit are backstops above these. A crash or
+  a refused reply costs that case and one fresh child goes on; a second one, a SIGKILL (the
+  OOM killer), a MemoryError, the time or the print limit ends the run, and the end record
+  says where.
 
 Record (one line): SEAL SEQ KIND INDEX FIELD PAYLOAD, where SEAL is 32 hex digits over the rest.
     ready  0 -                    (submission.py was imported)
@@ -52,6 +56,9 @@ import select
 import struct
 import sys
 import time
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # -I leaves our folder off
+from cpuclock import WALL_FACTOR, Budget  # noqa: E402 - needs the path above
 
 # Annotations are never evaluated (postponed); importing `collections.abc` for them would cost
 # start-up time in every run.
@@ -311,9 +318,9 @@ class Child:
         self._close_pidfd()
         return True
 
-    def next_frame(self, deadline: float, idle: Callable[[], None]) -> bytes:
-        """The child's next frame. Raises Stop (time, prints), Rejected, or Gone. `idle` runs
-        once if the child has not answered within IDLE_S."""
+    def next_frame(self, budget: Budget, idle: Callable[[], None]) -> bytes:
+        """The child's next frame. Raises Stop (time, busy, prints), Rejected, or Gone. `idle`
+        runs once if the child has not answered within IDLE_S."""
         waited = False
         while True:
             frame = self._frame()
@@ -323,9 +330,10 @@ class Child:
                 if self.buf:
                     raise Rejected("frame")  # died in the middle of a reply
                 raise self.status
-            left = deadline - time.monotonic()
+            left = budget.wait_s()
             if left <= 0:
-                raise Stop("TLE", "time")
+                # "busy": stopped at the wall-clock backstop while starved of a core.
+                raise Stop("TLE", "busy" if budget.outcome == "busy" else "time")
             wait = left if self.pidfd is not None else min(left, POLL_WITHOUT_PIDFD_S)
             if not waited:
                 wait = min(wait, IDLE_S)
@@ -416,7 +424,7 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
     record), field and payload."""
     here = os.path.dirname(os.path.abspath(__file__))
     time_limit_s = float(config[1])
-    deadline = started + time_limit_s
+    budget = Budget(time_limit_s, wall_deadline=started + WALL_FACTOR * time_limit_s)
     prints = Prints(int(config[2]))
     max_reply = int(config[3])
     restarts_allowed = int(config[5])
@@ -432,7 +440,7 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
         while True:
             try:
                 if phase == "import":
-                    kind, payload = _split(child.next_frame(deadline, channel.flush),
+                    kind, payload = _split(child.next_frame(budget, channel.flush),
                                            child.nonce)
                     if kind == IMPORT_FAILED:
                         raise Stop("RE", "import", payload)
@@ -451,7 +459,7 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
                 # carry it, so nothing prepared in advance or copied from another case counts.
                 nonce = nonces[index]
                 child.send(nonce, cases[index])
-                kind, payload = _split(child.next_frame(deadline, channel.flush), nonce)
+                kind, payload = _split(child.next_frame(budget, channel.flush), nonce)
                 if kind == OUTPUT:
                     channel.emit(b"output", index, payload=payload)
                 elif kind == ERROR:

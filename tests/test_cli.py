@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from exercises import registry
+from graders import kernel
 from graders.selftest import answer_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,10 @@ def test_grade_prints_the_contract_for_every_part_type(slug: str) -> None:
         doc = json.loads(out.stdout)
         assert {"score", "verdict", "feedback", "checks"} <= set(doc), out.stderr
         assert doc["score"] == (0.0 if part.type == "text" else 1.0), doc
+        # A kernel graded only in the interpreter is a preview: provisional, not final.
+        assert doc["final"] is (doc["verdict"] != "provisional"), doc
+        if part.type == "kernel" and kernel.kernel_device() == "cpu":
+            assert doc["verdict"] == "provisional", doc
         for check in doc["checks"]:
             assert {"name", "passed", "message"} <= set(check)
 

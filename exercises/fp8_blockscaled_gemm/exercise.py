@@ -31,6 +31,7 @@ from typing import Any
 from exercises.catalog import gpu, model
 from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.kernel_tolerance import tolerance_table
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
@@ -205,6 +206,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     s["regime_note"] = _regime_note(p, s)
     s.update(_gpu_text(p, s, hopper))
     s["blackwell"] = _model_answer(s)
+    # The kernel's tolerances as the harness applies them (kernel/task.py), for the statement.
+    s["tolerance_table"] = tolerance_table(Path(__file__).resolve().parent, p)
     return s
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
 from exercises.coinciding import coinciding
 from exercises.feasibility import NODE_GPUS, Claim, Fits, WithinContext, check
+from exercises.kernel_tolerance import tolerance_table
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
@@ -343,6 +345,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "decode_bytes_pct": 100 * decode_rope_us / (decode_step_ms * 1e3),
     }
     s["decode_why"] = _model_answer(p, s)
+    # The kernel's tolerances as the harness applies them (kernel/task.py), for the statement.
+    s["tolerance_table"] = tolerance_table(Path(__file__).resolve().parent, p)
     return s
 
 

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
 from exercises.coinciding import coinciding
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.feasibility import check as infeasible
+from exercises.kernel_tolerance import tolerance_table
 from exercises.spec import Mistake, Quantity
 
 # Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
@@ -253,6 +255,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     }
     s["loose_note"] = _loose_note(s)
     s.update(_fold_text(p, s))
+    # The kernel's tolerances as the harness applies them (kernel/task.py), for the statement.
+    s["tolerance_table"] = tolerance_table(Path(__file__).resolve().parent, p)
     return s
 
 

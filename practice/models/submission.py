@@ -19,6 +19,18 @@ class Submission(models.Model):
         GRADED = "graded"
         ERROR = "error"
 
+    class Verdict(models.TextChoices):
+        """graders/base.Verdict; blank until graded. PROVISIONAL: every check passed in a
+        preview that is not the authoritative grade (practice/provisional.py)."""
+
+        CORRECT = "correct"
+        PARTIAL = "partial"
+        INCORRECT = "incorrect"
+        PENDING = "pending"  # awaiting an instructor's review
+        PROVISIONAL = "provisional"  # a CPU preview pass awaiting its GPU grade
+        INVALID = "invalid"
+        ERROR = "error"
+
     class Mode(models.TextChoices):
         SUBMIT = "submit"  # graded on hidden cases, counts as an attempt
         RUN = "run"  # public examples only, no attempt used
@@ -32,7 +44,7 @@ class Submission(models.Model):
     answer = models.TextField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     score = models.FloatField(null=True, blank=True)
-    verdict = models.CharField(max_length=20, blank=True)
+    verdict = models.CharField(max_length=20, blank=True, choices=Verdict.choices)
     result = models.JSONField(default=dict, blank=True)
     deliveries = models.PositiveIntegerField(default=0)
     queued_at = models.DateTimeField(auto_now_add=True)

@@ -19,6 +19,7 @@ from exercises.spec import PartSpec
 from exercises.stop_strings_stream import exercise as ex
 from graders import code as code_grader
 from graders.base import GradeContext, GradeResult, InvalidAnswer
+from runners.cpuclock import WALL_FACTOR
 
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
@@ -283,12 +284,13 @@ SMALL = replace(PART, time_limit_s=1, memory_mb=128, output_limit_kb=64)
 def test_small_limits_reach_the_sandbox_spec() -> None:
     spec = code_grader.sandbox_spec(SMALL, b"pass\n", b"", [], b"k" * 16)
     assert spec.memory_bytes == 128 << 20
-    assert spec.cpu_time_s == 1
-    assert spec.wall_timeout_s == 1 + code_grader.BACKSTOP_GRACE_S
+    assert spec.cpu_time_s == 1 + code_grader.BACKSTOP_GRACE_S
+    # The relay counts CPU time; the wall clock only backstops it, WALL_FACTOR times longer.
+    assert spec.wall_timeout_s == WALL_FACTOR * (1 + code_grader.BACKSTOP_GRACE_S)
     assert spec.output_limit_bytes == (64 << 10) + code_grader.RESULTS_BUDGET_BYTES \
         + code_grader.CHANNEL_SLACK_BYTES
-    assert sorted(spec.files) == ["child.py", "driver.py", "driver_errors.py", "relay.py",
-                                  "submission.py"]
+    assert sorted(spec.files) == ["child.py", "cpuclock.py", "driver.py", "driver_errors.py",
+                                  "relay.py", "submission.py"]
     assert spec.stdin.split(b"\n", 1)[0].split()[1:4] == [b"1", b"65536", b"262144"]
 
 

@@ -342,8 +342,8 @@ with open("/tmp/left-over", "w") as fh:
     fh.write("from an earlier run")
 """)
     # Ours (the relay, the case loop, the driver and its shared module) and the submission.
-    assert found["sandbox"] == ["child.py", "driver.py", "driver_errors.py", "relay.py",
-                                "submission.py"]
+    assert found["sandbox"] == ["child.py", "cpuclock.py", "driver.py", "driver_errors.py",
+                                "relay.py", "submission.py"]
     assert found["cwd"] == "/sandbox"
     for name in targets:
         assert found[name] == found[name + " in sandbox"] == "ENOENT", (name, found)

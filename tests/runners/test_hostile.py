@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import signal
 import socket
 import stat
@@ -1000,3 +1001,57 @@ def test_forged_simulations_score_what_their_decisions_earn(hostile_backend: Bac
     result = graders.grade_answer(spec, part, source, params, seed=12345)
     assert result.score <= earns + 1e-6, result
     assert result.verdict != "correct", result
+
+
+# -- hidden cases: drawn afresh for each submission (issue 19, item 6) -------------------------
+
+# Q33's reference with a bug only large requests counts reach (every hidden draw with n past
+# 100,000 is wrong), so a failure shows one of the drawn cases.
+CANARY = registry.EXERCISES_DIR / "canary_sample_size"
+PARTIAL = (CANARY / "code" / "reference.py").read_text(encoding="utf-8").replace(
+    "    return n / (fleet_rps * canary_fraction) / 60\n",
+    "    return n / (fleet_rps * canary_fraction) / 60 * (1.01 if n > 100_000 else 1.0)\n")
+SHOWN = re.compile(r"Smallest: canary_minutes\(n=(\d+), fleet_rps=(\d+), "
+                   r"canary_fraction=([0-9.e-]+)\) returned [^,]+, expected ([0-9.e+-]+)")
+
+
+def _submission(pk: int, answer: str) -> Any:
+    from practice.models import Exercise, Submission
+
+    return Submission(pk=pk, exercise=Exercise(slug="canary_sample_size"), part_id="sizing",
+                      part_type="code", variant="canonical", mode=Submission.Mode.SUBMIT,
+                      answer=answer)
+
+
+def _minutes_check(result: GradeResult) -> Any:
+    return next(c for c in result.checks if c.name == "collection minutes")
+
+
+def test_a_case_shown_in_one_submission_is_worth_nothing_in_the_next(
+        hostile_backend: Backend) -> None:
+    """Submit shows the smallest failing hidden case with its expected value; hard-coding it in
+    the next submission must gain nothing, since that submission's cases are drawn afresh. The
+    same submission graded again (a regrade) sees the same cases."""
+    from practice import actions
+
+    assert PARTIAL != (CANARY / "code" / "reference.py").read_text(encoding="utf-8")
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    first = actions.grade_claimed(_submission(9001, PARTIAL))
+    shown = SHOWN.search(_minutes_check(first).message)
+    assert shown, _minutes_check(first).message
+    n, rps, fraction, value = shown.groups()
+    memorised = PARTIAL + (
+        "\n_general = canary_minutes\n\n\n"
+        "def canary_minutes(n, fleet_rps, canary_fraction):\n"
+        f"    if (n, fleet_rps, canary_fraction) == ({n}, {rps}, {fraction}):\n"
+        f"        return {value}\n"
+        "    return _general(n, fleet_rps, canary_fraction)\n")
+    honest_next = actions.grade_claimed(_submission(9002, PARTIAL))
+    cheat_next = actions.grade_claimed(_submission(9002, memorised))
+    assert not _minutes_check(cheat_next).passed
+    assert _minutes_check(cheat_next).details == _minutes_check(honest_next).details
+    assert cheat_next.score == honest_next.score
+    # A regrade of the first submission reproduces its cases and its grade exactly.
+    again = actions.grade_claimed(_submission(9001, PARTIAL))
+    assert [(c.name, c.passed, c.message) for c in again.checks] \
+        == [(c.name, c.passed, c.message) for c in first.checks]

@@ -418,11 +418,20 @@ def well_formed(result: Any, fn: str) -> bool:
         if not isinstance(w, dict) or not isinstance(w.get("per_position"), list) \
                 or not isinstance(w.get("flags"), list):
             return False
-        if not all(isinstance(w.get(key), int | float) for key in
+        # The messages format these with :g and sort the flags: a str among the rates or an
+        # int among the flags (a forged output) must fail here, not crash the checks.
+        if not all(_number(w.get(key)) for key in
                    ("drafts", "draft_tokens", "accepted", "missing_draft_tokens",
                     "acceptance_rate", "accept_length")):
             return False
+        if not all(x is None or _number(x) for x in w["per_position"]) \
+                or not all(isinstance(f, str) for f in w["flags"]):
+            return False
     return True
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _error_type(message: str) -> str:

@@ -1,4 +1,8 @@
-"""`manage.py grade SLUG PART (--answer TEXT | --file PATH)` — the site's pipeline, run now."""
+"""`manage.py grade SLUG PART (--answer TEXT | --file PATH)` — the site's pipeline, run now.
+
+`--json` prints the grader's result with `final` beside `verdict`: false for a "provisional"
+result (a kernel that passed only the CPU preview; its score is the preview's, not a grade:
+practice/provisional.py), true otherwise."""
 from __future__ import annotations
 
 import json
@@ -10,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 import graders
 from exercises import registry
 from graders.base import InvalidAnswer
+from practice.provisional import is_final
 
 
 class Command(BaseCommand):
@@ -40,9 +45,11 @@ class Command(BaseCommand):
             doc = result.as_json()
         except InvalidAnswer as exc:
             doc = graders.invalid_result(str(exc)).as_json()
+        doc["final"] = is_final(doc["verdict"])
         if opts["json"]:
             self.stdout.write(json.dumps(doc, indent=2))
         else:
-            self.stdout.write(f"{doc['verdict']} {doc['score']}: {doc['feedback']}")
+            note = "" if doc["final"] else " (not final)"
+            self.stdout.write(f"{doc['verdict']} {doc['score']}{note}: {doc['feedback']}")
             for c in doc["checks"]:
                 self.stdout.write(f"  {'PASS' if c['passed'] else 'FAIL'} {c['name']} {c['message']}")
