@@ -23,14 +23,7 @@ PART = PartSpec(id="k", type="kernel", prompt="", time_limit_s=30, memory_mb=307
                 output_limit_kb=64)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def sandbox() -> None:
-    from runners import SandboxUnavailable, get_backend
-
-    try:
-        get_backend()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"no sandbox: {exc}")
+pytestmark = pytest.mark.usefixtures("sandbox")  # tests/gpu_sandbox/conftest.py
 
 
 @pytest.fixture(autouse=True)

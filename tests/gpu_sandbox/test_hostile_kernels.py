@@ -187,16 +187,6 @@ def test_the_references_pass_the_static_checks(slug: str) -> None:
 
 # --- in the sandbox: the run-time rule -----------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def sandbox() -> None:
-    from runners import SandboxUnavailable, get_backend
-
-    try:
-        get_backend()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"no sandbox: {exc}")
-
-
 @pytest.fixture
 def no_static_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_sandbox import static

@@ -22,14 +22,7 @@ PART = PartSpec(id="k", type="kernel", prompt="", time_limit_s=30, memory_mb=307
 STORE = "tl.store(out_ptr + offs, 2.0 * x + y, mask=mask)"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def sandbox() -> None:
-    from runners import SandboxUnavailable, get_backend
-
-    try:
-        get_backend()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"no sandbox: {exc}")
+pytestmark = pytest.mark.usefixtures("sandbox")  # tests/gpu_sandbox/conftest.py
 
 
 @pytest.fixture(autouse=True)
