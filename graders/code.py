@@ -21,7 +21,8 @@ shape is checked. So what the student prints or writes to any fd cannot become a
 the most any code in the sandbox can decide is the output of the case it is being asked.
 
 `checks.check(cases, got, expected, params)` receives, per case, `{"output": ...}` (what
-`driver.run_case` returned) or `{"error": "..."}` (no output: an exception outside the student's
+`driver.run_case` returned; for a case checks.py marks `"timed"`, also `"cpu_s"`: the CPU
+seconds the relay measured for it, and the reference's in `expected`) or `{"error": "..."}` (no output: an exception outside the student's
 methods, an oversized output, a crash the run recovered from, or an output outside the limits
 every exercise shares: a non-finite number, an integer beyond 64 bits, deep nesting; see
 graders/outputs.py, which also keeps a checks.py that raises on a malformed output from
@@ -37,6 +38,7 @@ If no sandbox is available `SandboxUnavailable` propagates: the pipeline marks t
 from __future__ import annotations
 
 import binascii
+import gc
 import hashlib
 import hmac
 import importlib.util
@@ -45,6 +47,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +77,8 @@ CHANNEL_SLACK_BYTES = MAX_REPLY_BYTES * 4 // 3 + 4 * KiB
 # clock is a backstop above the relay's own (WALL_FACTOR x the limit) that also covers bwrap's
 # and the interpreters' start-up.
 BACKSTOP_GRACE_S = 2.0
+# A timed case's reference is timed this many times and its least figure kept (run_and_time).
+REFERENCE_TIMINGS = 3
 # A run the relay stopped as starved of a core ("busy") is run again this many times, then
 # given up as MachineBusy: the machine's fault, never the student's TLE.
 BUSY_RETRIES = 1
@@ -169,12 +174,43 @@ def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], 
     ids = [c["id"] for c in cases]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{code_dir}/checks.py: case ids are not unique")
-    expected = [{"output": driver.run_case(ref, c["input"])} for c in cases]
+    expected = [run_and_time(driver, ref, c) for c in cases]
     with _lock:
         _expected[key] = (cases, expected)
         while len(_expected) > EXPECTED_CACHE_SIZE:
             _expected.popitem(last=False)
     return cases, expected
+
+
+def run_and_time(driver: ModuleType, ref: ModuleType, case: dict[str, Any],
+                 timings: int = REFERENCE_TIMINGS) -> dict[str, Any]:
+    """A trusted module's result on one case (the reference's, here); for a timed case
+    (`"timed": True` in checks.py) also its CPU seconds, timed like the student's: the whole
+    `run_case`, in CPU time (this thread's: a worker's other threads must not count), as the
+    relay times the child's (runners/relay.py). The least of `timings` runs: CPU time on a
+    shared VM still varies by +-50 % run to run, and noise can only add to a figure, so the
+    least is the one closest to the code's own cost. A slow solution then cannot pass because
+    its reference happened to be timed at a bad moment, and an honest one keeps all of the
+    check's headroom (the bound is 20x) for noise in its own single run. Tests time mutants
+    with it (timings=1: a mutant is the slow side)."""
+    if not case.get("timed"):
+        return {"output": driver.run_case(ref, case["input"])}
+    # A worker's heap is far bigger than a fresh sandbox's: a full collection set off by the
+    # case's allocations would scan all of it, so the heap is collected first, outside the
+    # timing, and the collector is off during it.
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        best = float("inf")
+        for _ in range(max(1, timings)):
+            start = time.thread_time()
+            output = driver.run_case(ref, case["input"])
+            best = min(best, time.thread_time() - start)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return {"output": output, "cpu_s": best}
 
 
 def _describe_case(checks: ModuleType, case: dict[str, Any]) -> str:
@@ -370,9 +406,13 @@ def _got(record: Record) -> dict[str, Any]:
         # Range and shape limits every exercise shares (graders/outputs.py): what fails them
         # is the student's wrong output, reported as that case's failure.
         try:
-            return {"output": outputs.parse_output(record.payload)}
+            got: dict[str, Any] = {"output": outputs.parse_output(record.payload)}
         except outputs.Malformed as exc:
             return {"error": f"your output for this case {exc}"}
+        if record.field.startswith("cpu="):
+            # A timed case: the CPU seconds the relay measured (outside the student's reach).
+            got["cpu_s"] = float(record.field[len("cpu="):])
+        return got
     if record.kind == "error":
         report = _json_payload(record.payload)
         if not isinstance(report, dict) or not isinstance(report.get("error"), str):
@@ -500,9 +540,11 @@ def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
 
     here = Path(runners.__file__).resolve().parent
     output_limit = part.output_limit_kb * KiB
-    # key, time limit, print limit, max reply, results budget, restarts (relay.main reads these)
+    # key, time limit, print limit, max reply, results budget, restarts, the cases the relay
+    # times (relay.main reads these)
+    timed = ",".join(str(i) for i, c in enumerate(cases) if c.get("timed")) or "-"
     config = f"{key.hex()} {part.time_limit_s!r} {output_limit} {MAX_REPLY_BYTES} " \
-             f"{RESULTS_BUDGET_BYTES} {RESTARTS}\n"
+             f"{RESULTS_BUDGET_BYTES} {RESTARTS} {timed}\n"
     # One input per line; json.dumps never writes a raw newline. The ids stay here: records
     # come back by index.
     stdin = config + "".join(json.dumps(c["input"]) + "\n" for c in cases)

@@ -68,6 +68,7 @@ from collections.abc import Iterator
 from runners import cgroups
 from runners.base import SandboxSetupError, SandboxUnavailable
 from runners.capture import capture
+from runners.cpuclock import SANDBOX_CPU_FILE
 from runners.seccomp import SeccompUnavailable, build_bpf
 from runners.spec import SandboxResult, SandboxSpec
 
@@ -690,7 +691,7 @@ class BwrapBackend:
         return self.bwrap_path
 
     def _options(self, spec: SandboxSpec, job_dir: str, gate_fd: int, info_fd: int,
-                 lane_netns: bool = False) -> list[str]:
+                 lane_netns: bool = False, cpu_file: str | None = None) -> list[str]:
         # With lane_netns, nsenter has already put us in the lane's own network namespace.
         net = ["--share-net"] if lane_netns else []
         opts = [
@@ -711,8 +712,12 @@ class BwrapBackend:
             "--size", str(spec.tmpfs_bytes), "--tmpfs", "/tmp",
             "--ro-bind", self.venv, SANDBOX_VENV,
             "--ro-bind", job_dir, "/sandbox", "--chdir", "/sandbox",
-            "--remount-ro", "/dev", "--remount-ro", "/",
         ]
+        if cpu_file is not None:
+            # The lane's CPU counter, read-only: the sandbox's own time limits and timings read
+            # it to count processes /proc cannot show (runners/cpuclock.py).
+            opts += ["--ro-bind", cpu_file, SANDBOX_CPU_FILE]
+        opts += ["--remount-ro", "/dev", "--remount-ro", "/"]
         # The gate: bwrap's PID 1 blocks reading it after the mounts and before it forks the
         # payload. With seccomp it is the filter itself (an empty read makes bwrap fail, so a
         # worker crash mid-setup fails closed); without, a plain --block-fd.
@@ -813,7 +818,8 @@ class BwrapBackend:
                     os.close(gate_w)
 
             stack.callback(close_gate)
-            opts = self._options(spec, job_dir, gate_r, info_w, lane_netns=netns_fd is not None)
+            opts = self._options(spec, job_dir, gate_r, info_w, lane_netns=netns_fd is not None,
+                                 cpu_file=cg.cpu_usage_file() if cg is not None else None)
             args_fd = _memfd("roofline-args", "".join(f"{o}\0" for o in opts).encode())
             stack.callback(os.close, args_fd)
 

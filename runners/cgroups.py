@@ -33,7 +33,9 @@ from typing import Literal
 PREFIX = "roofline-sbx-"
 CGROUP_ROOT = "/sys/fs/cgroup"
 V1_REQUIRED = ("memory", "pids")
-V1_OPTIONAL = ("cpu",)
+# cpuacct: the lane's CPU counter, which also counts processes no /proc walk can see (children
+# reaped by the kernel when their parent ignores SIGCHLD, daemons that left the tree).
+V1_OPTIONAL = ("cpu", "cpuacct")
 CFS_PERIOD_US = 100_000
 # v1 memsw is the memory+swap limit; "no limit" reads back as this (PAGE_COUNTER_MAX pages).
 V1_UNLIMITED = "9223372036854771712"
@@ -255,7 +257,9 @@ class LaneCgroup:
         self.setup = setup
         self.name = name
         self.dirs = {ctrl: os.path.join(parent, name) for ctrl, parent in setup.parents.items()}
-        self.procs_files = [os.path.join(d, "cgroup.procs") for d in self.dirs.values()]
+        # cpu and cpuacct may share one v1 hierarchy: each directory once.
+        self.procs_files = list(dict.fromkeys(os.path.join(d, "cgroup.procs")
+                                              for d in self.dirs.values()))
         # What was last written, so an unchanged limit costs no syscall.
         self._written: dict[str, str] = {}
         # Set when a run could not empty it; checked before the lane's next run.
@@ -380,6 +384,17 @@ class LaneCgroup:
         backed = sum(int(fields.get(key, "0")) for key in file_keys)
         return max(0, usage - backed)
 
+    def cpu_usage_file(self) -> str | None:
+        """The kernel's count of the CPU time of every process that ran in the lane, alive or
+        gone, however it was reaped (v1: cpuacct.usage, ns; v2: cpu.stat's usage_usec), or
+        None where the lane has no such file."""
+        if self.setup.version == "v1":
+            directory = self.dirs.get("cpuacct")
+            path = os.path.join(directory, "cpuacct.usage") if directory else None
+        else:
+            path = os.path.join(self.dirs["unified"], "cpu.stat")
+        return path if path and os.path.exists(path) else None
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for path in self.procs_files:
@@ -393,7 +408,7 @@ class LaneCgroup:
 
     def remove(self, timeout_s: float = 1.0) -> bool:
         ok = _kill_procs(self.procs_files, self.unified, timeout_s)
-        return _rmdirs(list(self.dirs.values()), timeout_s) and ok
+        return _rmdirs(list(dict.fromkeys(self.dirs.values())), timeout_s) and ok
 
 
 def _kill_procs(procs_files: list[str], unified: str | None, timeout_s: float) -> bool:

@@ -18,6 +18,13 @@ The sandbox's CPU quota (SandboxSpec.cpus, 1 CPU) bounds how fast CPU time can g
 budget need not read /proc more often than its remaining seconds run out at that rate. Without a
 cgroup, RLIMIT_CPU still bounds each process.
 
+Where the sandbox's lane has a CPU-accounting cgroup, runners/bwrap.py binds its counter
+read-only at SANDBOX_CPU_FILE, and "everything" is read there instead: the kernel counts every
+process that ran in the lane, including the ones /proc no longer shows and no parent's
+cutime/cstime received (children of a process that ignores SIGCHLD are reaped by the kernel
+and their CPU time is dropped). Without it a student's auto-reaped spinners could starve the
+tree unseen and pass for a busy machine, or do a timed case's work off the books.
+
 Standard library only and nothing of ours: the file is copied into the sandboxes and imported
 by plain name (relay.py and run.py put their own folder on sys.path).
 """
@@ -44,6 +51,20 @@ OTHERS_FLOOR_S = 0.25
 # The most CPU seconds the sandbox can use per wall second (its CPU quota).
 MAX_CPUS = 1.0
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+# Where runners/bwrap.py binds the lane cgroup's CPU counter (v1 cpuacct.usage or v2 cpu.stat).
+SANDBOX_CPU_FILE = "/run/roofline/cpu-usage"
+
+
+def sandbox_cpu_s(path: str = SANDBOX_CPU_FILE) -> float | None:
+    """CPU seconds of everything that ran in this sandbox's cgroup, or None without one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data.startswith(b"usage_usec"):  # v2 cpu.stat: "usage_usec N" is the first line
+            return int(data.split()[1]) / 1e6
+        return int(data.split()[0]) / 1e9  # v1 cpuacct.usage: nanoseconds
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _stat(pid: int) -> tuple[int, float, float] | None:
@@ -76,9 +97,9 @@ def _waited_s(pid: int) -> float:
 def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
     """(CPU seconds, seconds waiting for a core) of `root`'s descendants (default: this
     process's), live or reaped, `root`'s own CPU time not counted; and the CPU seconds of every
-    process in /proc, live or reaped (in a sandbox: the whole sandbox). Processes that left the
-    tree (re-parented to init) count only in the last: they are bounded by their own
-    RLIMIT_CPU."""
+    process in the sandbox: its cgroup's counter where there is one (sandbox_cpu_s), else the
+    sum over /proc, live or reaped. Processes that left the tree (re-parented to init) count
+    only in the last: they are bounded by their own RLIMIT_CPU."""
     root = os.getpid() if root is None else root
     table: dict[int, tuple[int, float, float]] = {}
     for name in os.listdir("/proc"):
@@ -98,7 +119,10 @@ def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
         cpu += own + reaped
         waited += _waited_s(pid)
         todo.extend(children.get(pid, ()))
-    return cpu, waited, sum(own + reaped for _, own, reaped in table.values())
+    everything = sandbox_cpu_s()
+    if everything is None:
+        everything = sum(own + reaped for _, own, reaped in table.values())
+    return cpu, waited, everything
 
 
 class Budget:

@@ -37,9 +37,14 @@ Why each piece:
   OOM killer), a MemoryError, the time or the print limit ends the run, and the end record
   says where.
 
+- A timed case (the config lists them) is timed here too: the CPU seconds the whole sandbox
+  used from the moment the case was sent until its reply arrived, read from the lane cgroup's
+  counter (or /proc without one; cpuclock.py), so work handed to other processes counts too. The driver's own clock runs in the student's interpreter, where any code can
+  replace it, so a speed check reads only this figure.
+
 Record (one line): SEAL SEQ KIND INDEX FIELD PAYLOAD, where SEAL is 32 hex digits over the rest.
     ready  0 -                    (submission.py was imported)
-    output i - <b64 output JSON>
+    output i CPU <b64 output JSON>       (CPU: "-", or for a timed case "cpu=SECONDS")
     error  i - <b64 {"error", "exception", "frames"}>   (an exception the child loop caught)
     failed i <how> -              (this case crashed or was rejected; a fresh child goes on)
     end    <done> <verdict>:<phase>:<restarts>:<reason> <b64 exception report, if any>
@@ -58,7 +63,7 @@ import sys
 import time
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # -I leaves our folder off
-from cpuclock import WALL_FACTOR, Budget  # noqa: E402 - needs the path above
+from cpuclock import WALL_FACTOR, Budget, descendants_usage  # noqa: E402 - the path above
 
 # Annotations are never evaluated (postponed); importing `collections.abc` for them would cost
 # start-up time in every run.
@@ -428,6 +433,7 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
     prints = Prints(int(config[2]))
     max_reply = int(config[3])
     restarts_allowed = int(config[5])
+    timed = {int(i) for i in config[6].split(b",")} if config[6] != b"-" else set()
     restarts = 0
     index = 0
     phase = "import"
@@ -458,10 +464,14 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
                 # A fresh nonce per case: only a reply written after this case was sent can
                 # carry it, so nothing prepared in advance or copied from another case counts.
                 nonce = nonces[index]
+                # Read before the case is sent: nothing the child does for it comes earlier.
+                cpu0 = descendants_usage()[2] if index in timed else 0.0
                 child.send(nonce, cases[index])
                 kind, payload = _split(child.next_frame(budget, channel.flush), nonce)
                 if kind == OUTPUT:
-                    channel.emit(b"output", index, payload=payload)
+                    cpu = (b"cpu=%.6f" % max(descendants_usage()[2] - cpu0, 0.0)
+                           if index in timed else b"-")
+                    channel.emit(b"output", index, cpu, payload=payload)
                 elif kind == ERROR:
                     channel.emit(b"error", index, payload=payload)
                 elif kind == MEMORY:
@@ -514,9 +524,10 @@ def main() -> int:
         return SETUP_FAILED
     data = sys.stdin.buffer.read()  # to EOF: nothing is left in the pipe for anyone else
     first, _, rest = data.partition(b"\n")
-    # key, time limit (s), print limit (bytes), max reply (bytes), results budget, restarts
+    # key, time limit (s), print limit (bytes), max reply (bytes), results budget, restarts,
+    # the timed cases' indices ("1,7", or "-" for none)
     config = first.split()
-    if len(config) != 6:
+    if len(config) != 7:
         sys.stderr.write("relay: bad config line\n")
         return SETUP_FAILED
     channel = Channel(bytes.fromhex(config[0].decode("ascii")), int(config[4]))

@@ -34,6 +34,7 @@ V2_FILES = {
     "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
     "pids.max": "max\n",
     "cpu.max": "max 100000\n",
+    "cpu.stat": "usage_usec 1250000\nuser_usec 1000000\nsystem_usec 250000\n",
 }
 V1_FILES = {
     "memory": {"cgroup.procs": "", "memory.limit_in_bytes": cg.V1_UNLIMITED + "\n",
@@ -41,6 +42,7 @@ V1_FILES = {
                "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"},
     "pids": {"cgroup.procs": "", "pids.max": "max\n"},
     "cpu": {"cgroup.procs": "", "cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "-1\n"},
+    "cpuacct": {"cgroup.procs": "", "cpuacct.usage": "1250000000\n"},
 }
 
 
@@ -122,7 +124,7 @@ def v2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[FakeFS, str]:
 def v1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[FakeFS, cg.CgroupSetup]:
     fs = FakeFS(tmp_path, monkeypatch)
     parents = {}
-    for ctrl in ("memory", "pids", "cpu"):
+    for ctrl in ("memory", "pids", "cpu", "cpuacct"):
         parent = tmp_path / ctrl
         parent.mkdir()
         parents[ctrl] = str(parent)
@@ -241,6 +243,41 @@ def test_v1_pinned_bytes_leave_out_file_pages(v1: tuple[FakeFS, cg.CgroupSetup])
     assert lane.pinned_bytes() == 6 << 20
 
 
+def test_the_cpu_counter_is_found_and_read_in_both_versions(
+        v1: tuple[FakeFS, cg.CgroupSetup], tmp_path: Path) -> None:
+    """The file runners/bwrap.py binds into the sandbox, and what cpuclock reads from it."""
+    from runners.cpuclock import sandbox_cpu_s
+
+    fs, setup = v1
+    lane = cg.LaneCgroup(setup, "roofline-sbx-1.2-0.1")
+    lane.create()
+    counter = lane.cpu_usage_file()
+    assert counter == os.path.join(lane.dirs["cpuacct"], "cpuacct.usage")
+    assert sandbox_cpu_s(counter) == 1.25
+    fs._files_for = lambda path: V2_FILES
+    parent = tmp_path / "delegated"
+    parent.mkdir()
+    for name, content in {**V2_FILES, "cgroup.controllers": V2_CONTROLLERS + "\n"}.items():
+        (parent / name).write_text(content)
+    lane2 = cg.LaneCgroup(cg.detect_v2_at(str(parent)), "roofline-sbx-1.2-0.2")
+    lane2.create()
+    counter2 = lane2.cpu_usage_file()
+    assert counter2 == os.path.join(lane2.dirs["unified"], "cpu.stat")
+    assert sandbox_cpu_s(counter2) == 1.25
+    assert sandbox_cpu_s(str(tmp_path / "absent")) is None
+    no_acct = cg.LaneCgroup(cg.CgroupSetup("v1", {k: v for k, v in setup.parents.items()
+                                                  if k != "cpuacct"}), "roofline-sbx-1.2-0.3")
+    assert no_acct.cpu_usage_file() is None
+
+
+def test_shared_v1_hierarchies_are_joined_once(v1: tuple[FakeFS, cg.CgroupSetup]) -> None:
+    """cpu and cpuacct mounted together ("cpu,cpuacct") are one directory: one write per pid."""
+    _, setup = v1
+    shared = cg.CgroupSetup("v1", {**setup.parents, "cpuacct": setup.parents["cpu"]})
+    lane = cg.LaneCgroup(shared, "roofline-sbx-1.2-0.1")
+    assert len(lane.procs_files) == 3
+
+
 def test_v2_add_and_kill_all_uses_cgroup_kill(v2: tuple[FakeFS, str],
                                                sleeper: subprocess.Popen[bytes]) -> None:
     fs, parent = v2
@@ -328,7 +365,7 @@ def test_janitor_removes_only_dead_owners(v1: tuple[FakeFS, cg.CgroupSetup],
         os.mkdir(os.path.join(parent, live))
     assert sorted(cg.leftovers(setup)) == sorted(os.path.join(p, dead)
                                                  for p in setup.parents.values())
-    assert cg.janitor() == 3
+    assert cg.janitor() == len(setup.parents)
     for parent in setup.parents.values():
         assert os.listdir(parent) == [live]
     assert cg.leftovers(setup) == []

@@ -1055,3 +1055,119 @@ def test_a_case_shown_in_one_submission_is_worth_nothing_in_the_next(
     again = actions.grade_claimed(_submission(9001, PARTIAL))
     assert [(c.name, c.passed, c.message) for c in again.checks] \
         == [(c.name, c.passed, c.message) for c in first.checks]
+
+
+# -- forged timings: a speed check reads the CPU time the relay measured ---------------------
+
+# A solution too slow for the speed check (its selftest mutant, or the reference with a CPU
+# spin in every match), and the same code with a stopped clock: time.perf_counter is what the
+# driver times with inside the sandbox, so a forged clock must gain nothing.
+STOPPED_CLOCK = ("import itertools as _it, time as _time\n"
+                 "_ticks = _it.count()\n"
+                 "_time.perf_counter = lambda: next(_ticks) * 1e-9\n")
+_RADIX = registry.EXERCISES_DIR / "radix_prefix_trie" / "code" / "reference.py"
+_MATCH = "    def match_prefix(self, key: Sequence[int]) -> tuple[list[int], TreeNode]:\n"
+
+
+def _radix_slow_in_match(work: str, prelude: str = "") -> str:
+    """The radix reference, with `work` at the start of every match on a long prompt."""
+    source = _RADIX.read_text(encoding="utf-8")
+    slow = source.replace(_MATCH, f"{_MATCH}        if len(key) > 1000:\n            {work}\n")
+    assert slow != source
+    return slow + prelude
+
+
+SLOW_SOLUTIONS: dict[str, tuple[str, str, str]] = {
+    "block-pool": ("block_pool_hash_chain", "pool", (
+        registry.EXERCISES_DIR / "block_pool_hash_chain" / "code" / "mutants"
+        / "scan_instead_of_table.py").read_text(encoding="utf-8")),
+    "chained-hash": ("chained_block_hash", "model", (
+        registry.EXERCISES_DIR / "chained_block_hash" / "code" / "mutants"
+        / "linear_scan_lookup.py").read_text(encoding="utf-8")),
+    # Slow on long prompts, in CPU time.
+    "radix-trie": ("radix_prefix_trie", "trie", _radix_slow_in_match("sum(range(6_000_000))")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SLOW_SOLUTIONS))
+def test_a_forged_clock_does_not_pass_the_speed_check(hostile_backend: Backend,
+                                                      name: str) -> None:
+    slug, part, slow = SLOW_SOLUTIONS[name]
+    spec = registry.load(registry.EXERCISES_DIR / slug)
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    honest = graders.grade_answer(spec, part, slow, params, seed=12345)
+    forged = graders.grade_answer(spec, part, slow + "\n" + STOPPED_CLOCK, params, seed=12345)
+    assert honest.score < 1.0, honest
+    assert forged.score <= honest.score + 1e-6, (honest.score, forged.score, forged.feedback)
+
+
+# The same slow match, its work done in a child the kernel reaps unseen: with SIGCHLD ignored no
+# parent's cutime gets the child's CPU time, so only the lane cgroup's counter shows it.
+OFFLOAD = """
+import os as _os, signal as _signal
+_signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
+
+
+def _offload(n):
+    r, w = _os.pipe()
+    if _os.fork() == 0:
+        sum(range(n))
+        _os._exit(0)
+    _os.close(w)
+    _os.read(r, 1)  # end of file once the child is gone
+    _os.close(r)
+"""
+
+
+def test_work_handed_to_reaped_children_is_timed(hostile_backend: Backend) -> None:
+    spec = registry.load(registry.EXERCISES_DIR / "radix_prefix_trie")
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    result = graders.grade_answer(spec, "trie", _radix_slow_in_match("_offload(6_000_000)",
+                                                                     OFFLOAD), params, seed=12345)
+    (speed,) = [c for c in result.checks if "CPU time" in c.message]
+    assert not speed.passed, speed.message
+
+
+# Spinners that live 50 ms each and are reaped by the kernel hold the sandbox's one CPU while
+# the case's own process waits for it: by /proc alone the process looks starved by the machine
+# ("busy", never the student's fault, retried and then not counted). The lane's CPU counter
+# says the sandbox used the core itself: the student's time limit.
+REAPED_SPINNERS = """
+import signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+while True:
+    for _ in range(4):
+        try:
+            if os.fork() == 0:
+                end = time.process_time() + 0.05
+                while time.process_time() < end:
+                    pass
+                os._exit(0)
+        except OSError:
+            pass  # at the pids limit: spin on
+    end = time.process_time() + 0.01
+    while time.process_time() < end:
+        pass
+"""
+
+
+def test_reaped_spinners_do_not_pass_for_a_busy_machine(hostile_backend: Backend,
+                                                         q41: Q41) -> None:
+    from exercises.spec import PartSpec
+    from graders import code as code_grader
+    from graders.base import GradeContext
+
+    part = PartSpec(id="streamer", type="code", prompt="", time_limit_s=1,
+                    sandbox_modules=("driver_errors",))
+    push = "    def push(self, token_bytes: bytes) -> str:\n"
+    body = "".join(f"        {line}\n" for line in REAPED_SPINNERS.strip().splitlines())
+    source = q41.reference.replace(push, push + body).replace(
+        "from __future__ import annotations\n", "from __future__ import annotations\nimport os\n")
+    ctx = GradeContext(reference="code/reference.py", params=q41.params,
+                       exercise_path=str(q41.spec.path), mode="submit", seed=12345)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    result = code_grader.grade(part, source, ctx)  # MachineBusy, raised, is the failure
+    assert result.score == 0.0
+    assert "time limit" in result.feedback.lower(), result.feedback
