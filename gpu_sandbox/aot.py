@@ -25,9 +25,18 @@ imports the submission so its @triton.jit functions are real JITFunctions, compi
 one JSON report line. A fresh process because the interpreter patches triton.language in place
 (and, for helper calls, never restores it): compiling in the interpreted process fails on
 correct kernels that call tl.max or tl.sum. Standard library + triton only; nothing of ours.
+
+The fresh import must build the kernels the cases ran, and a submission can tell the two
+imports apart (`__name__`, sys.argv, TRITON_INTERPRET) and define another kernel under the same
+name for the compile. So each launch carries a fingerprint of what decides the kernel (the code
+of the kernel and of every @jit function it calls, and the constexpr globals they read, with
+their values), and a kernel whose fingerprint differs in the compile process fails the compile
+check: what was compiled is not what ran. Triton's own cache_key cannot serve: in the
+interpreter it refuses the interpreted helpers a kernel calls.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -78,22 +87,93 @@ class Launch:
     constexprs: dict[tuple[int, ...], Any]
     attrs: dict[tuple[int, ...], Any]
     options: dict[str, Any]
+    fingerprint: str  # kernel_fingerprint() at the launch
 
     def key(self) -> str:
         return repr((self.kernel, sorted(self.signature.items()),
                      sorted((k, repr(v)) for k, v in self.constexprs.items()),
-                     sorted(self.attrs.items()), sorted(self.options.items())))
+                     sorted(self.attrs.items()), sorted(self.options.items()), self.fingerprint))
 
     def to_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "signature": self.signature, "options": self.options,
                 "constexprs": [[list(k), _encode(v)] for k, v in self.constexprs.items()],
-                "attrs": [[list(k), v] for k, v in self.attrs.items()]}
+                "attrs": [[list(k), v] for k, v in self.attrs.items()],
+                "fingerprint": self.fingerprint}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Launch:
         return cls(data["kernel"], {k: _tuples(v) for k, v in data["signature"].items()},
                    {tuple(k): _decode(v) for k, v in data["constexprs"]},
-                   {tuple(k): v for k, v in data["attrs"]}, data["options"])
+                   {tuple(k): v for k, v in data["attrs"]}, data["options"],
+                   data["fingerprint"])
+
+
+def _python_function(obj: Any) -> Any:
+    """The Python function under a @triton.jit object of either kind (JITFunction, or the
+    interpreter's InterpretedFunction; Autotuner/Heuristics wrappers hold either as .fn), or
+    None when `obj` is not one."""
+    for _ in range(8):
+        fn = getattr(obj, "fn", None)
+        if fn is None:
+            return None
+        if hasattr(fn, "__code__"):
+            return fn
+        obj = fn
+    return None
+
+
+def kernel_fingerprint(kernel: Any) -> str:
+    """A digest of what decides the kernel a compile builds, the same in the interpreter and in
+    the compile process for the same code and values: the code objects of the kernel and of
+    every @jit function it reaches by name, and the scalar and constexpr values of the globals
+    (and closure cells) they read. Modules and other objects count by type only: Triton refuses
+    any other global in a kernel body anyway."""
+    import triton.language as tl
+
+    digest = hashlib.sha256()
+    seen: set[int] = set()
+
+    def code(co: Any) -> list[str]:
+        digest.update(co.co_code)
+        digest.update(repr(co.co_names).encode())
+        names = list(co.co_names)
+        for const in co.co_consts:
+            if hasattr(const, "co_code"):
+                names += code(const)
+            else:
+                digest.update(repr(const).encode())
+        return names
+
+    def visit(fn: Any) -> None:
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        scope = dict(fn.__globals__)
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
+        for name in sorted(set(code(fn.__code__)) | set(fn.__code__.co_freevars)):
+            if name not in scope:
+                continue
+            value = scope[name]
+            inner = _python_function(value)
+            if inner is not None:
+                digest.update(f"{name}:jit;".encode())
+                visit(inner)
+            elif isinstance(value, tl.constexpr):
+                digest.update(f"{name}={value.value!r};".encode())
+            elif value is None or isinstance(value, (bool, int, float, str, tl.dtype)):
+                digest.update(f"{name}={value!r};".encode())
+            else:
+                digest.update(f"{name}:{type(value).__module__}.{type(value).__name__};".encode())
+
+    fn = _python_function(kernel)
+    if fn is None:
+        return ""
+    visit(fn)
+    return digest.hexdigest()
 
 
 def _tuples(value: Any) -> Any:
@@ -227,7 +307,8 @@ class LaunchLog:
             if not (v is None or type(v) in (bool, int, float, str)):
                 raise LaunchRefused(f"{name}[grid](...): the launch option {k}= must be a plain "
                                     f"number or string, not a {type(v).__name__}.")
-        return Launch(name, dict(signature), dict(constexprs), dict(attrs), launch_options)
+        return Launch(name, dict(signature), dict(constexprs), dict(attrs), launch_options,
+                      kernel_fingerprint(kernel))
 
     def record(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Record one launch, or raise LaunchRefused (and remember why: the compile step fails
@@ -368,6 +449,14 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
         entry: dict[str, Any] = {"kernel": launch.kernel, "signature": launch.signature}
         if fn is None:
             entry["error"] = ("launched a function that is not a module-level @triton.jit kernel")
+            reports.append(entry)
+            continue
+        if kernel_fingerprint(fn) != launch.fingerprint:
+            entry["error"] = (
+                "the kernel loaded for the sm_90 compile is not the one the cases launched: its "
+                "code, a @triton.jit function it calls, or the value of a constexpr global it "
+                "reads differs when submission.py is imported again. Define kernels and their "
+                "constexpr globals the same way on every import.")
             reports.append(entry)
             continue
         start = time.perf_counter()

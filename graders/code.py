@@ -56,7 +56,7 @@ from typing import Any
 
 from exercises.registry import expose_shared_modules, shared_module_path
 from exercises.spec import PartSpec
-from graders import outputs
+from graders import fixed_cases, outputs
 from graders.base import Check, GradeContext, GradeResult, InvalidAnswer
 
 MAX_SOURCE_BYTES = 100_000
@@ -635,6 +635,10 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         extra["refused_outputs"] = refused[:20]
     if not results:
         raise ValueError(f"{code_dir}/checks.py returned no checks")
+    if ctx.mode != "run" and not all(c.passed for c in results):
+        # A hidden case every submission gets is never shown with its expected output.
+        results = fixed_cases.retell(checks.check, cases, got, expected, ctx.params, results,
+                                     fixed_cases.fixed_inputs(checks, ctx.params))
     weights = [c.weight if part.weight_checks else 1.0 for c in results]
     total = sum(weights)
     score = sum(w for c, w in zip(results, weights, strict=True) if c.passed) / total

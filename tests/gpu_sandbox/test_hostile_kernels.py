@@ -450,3 +450,48 @@ def test_the_kernel_method_list_is_the_installed_tritons() -> None:
                          timeout=120, check=True)
     installed = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert KERNEL_METHODS == installed - NOT_KERNEL_API
+
+
+# --- the kernel compiled is the kernel that ran ---------------------------------------------
+
+# A submission can tell the sm_90 compile's fresh import from the one the cases ran in, and
+# define a different kernel under the same name for it. Here the kernel the cases run writes
+# the right answer; the one compiled would be anything at all (a kernel that could not compile,
+# or that no GPU would run as the interpreter did).
+# (Kernel submissions may not import os or sys: the module's own name is enough.) The switch is
+# read in the kernel itself, or in a @triton.jit helper the kernel calls.
+SWITCH = 'IN_COMPILE = tl.constexpr(1 if __name__ == "submission_compiled" else 0)'
+HELPER = """
+
+@triton.jit
+def _combine(x, y):
+    if IN_COMPILE:
+        return x
+    return 2.0 * x + y
+"""
+DECOYS = {
+    "in the kernel": ("    tl.store(out_ptr + offs, 2.0 * x + y, mask=mask)\n",
+                      "    if IN_COMPILE:\n        tl.store(out_ptr + offs, x, mask=mask)\n"
+                      "    else:\n        tl.store(out_ptr + offs, 2.0 * x + y, mask=mask)\n",
+                      ""),
+    "in a helper": ("    tl.store(out_ptr + offs, 2.0 * x + y, mask=mask)\n",
+                    "    tl.store(out_ptr + offs, _combine(x, y), mask=mask)\n", HELPER),
+}
+
+
+def with_decoy(old: str, new: str, helper: str) -> str:
+    head = f"\n\n{SWITCH}\n{helper}\n\n@triton.jit\ndef axpy_kernel("
+    source = FIXTURE_REFERENCE.replace("\n\n@triton.jit\ndef axpy_kernel(", head, 1)
+    source = source.replace(old, new, 1)
+    assert "IN_COMPILE:" in source and new in source, source
+    return source
+
+
+@pytest.mark.usefixtures("sandbox")
+@pytest.mark.parametrize("decoy", sorted(DECOYS))
+def test_a_kernel_defined_otherwise_for_the_compile_fails_it(decoy: str) -> None:
+    r = grade_fixture(with_decoy(*DECOYS[decoy]))
+    compile_check = next(c for c in r.checks if c.name == COMPILE)
+    assert not compile_check.passed and r.score < 1.0, r.feedback
+    assert "not the one the cases launched" in compile_check.message, compile_check.message
+    assert all(c.passed for c in r.checks if c.name != COMPILE)
