@@ -49,7 +49,7 @@ def bare(n: int, source: str, part_id: str) -> list[float]:
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        r = graders.grade_answer(spec, part_id, source, params, seed=actions.hidden_seed(SLUG, "1"))
+        r = graders.grade_answer(spec, part_id, source, params, seed=actions.hidden_seed(spec.uuid, "1"))
         times.append(time.perf_counter() - t0)
         assert r.score == 1.0, r.feedback
     return times

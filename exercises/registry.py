@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import tomllib
+import uuid
 from collections import OrderedDict
 from functools import cache
 from pathlib import Path
@@ -209,6 +210,23 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
     return tuple(cases)
 
 
+def _exercise_id(data: dict[str, Any], toml_path: Path) -> str:
+    """The exercise's stable id (`uuid = "..."`): what its database row and its students'
+    history are keyed by, so that renaming the folder keeps them (PrairieLearn's question uuid).
+    """
+    text = data.get("uuid")
+    fresh = f'uuid = "{uuid.uuid4()}"'
+    if not isinstance(text, str):
+        raise ExerciseError(f"{_where(toml_path, 'uuid')}: missing; every exercise needs an id "
+                            f"of its own, made once and never changed, e.g. {fresh}")
+    try:
+        value = uuid.UUID(text)
+    except ValueError:
+        raise ExerciseError(f"{_where(toml_path, 'uuid')}: {text!r} is not a UUID; e.g. "
+                            f"{fresh}") from None
+    return str(value)
+
+
 def load(folder: Path) -> ExerciseSpec:
     """Load one exercise folder; raises ExerciseError naming the file and field on any problem."""
     slug = folder.name
@@ -226,6 +244,7 @@ def load(folder: Path) -> ExerciseSpec:
     seed = _req(data, "seed", str, toml_path)
     if not re.fullmatch(r"Q(0[1-9]|[1-4][0-9])", seed):
         raise ExerciseError(f"{_where(toml_path, 'seed')}: {seed!r} is not Q01..Q49")
+    exercise_id = _exercise_id(data, toml_path)
     difficulty = _opt(data, "difficulty", str, "medium", toml_path, "difficulty")
     if difficulty not in DIFFICULTIES:
         raise ExerciseError(f"{_where(toml_path, 'difficulty')}: one of {', '.join(DIFFICULTIES)}")
@@ -262,6 +281,7 @@ def load(folder: Path) -> ExerciseSpec:
             raise ExerciseError(f"{_where(exercise_py, fn)}: function missing")
     spec = ExerciseSpec(
         slug=slug,
+        uuid=exercise_id,
         title=title,
         seed=seed,
         topic=topic,
@@ -285,7 +305,16 @@ def exercise_folders(root: Path = EXERCISES_DIR) -> list[Path]:
 @cache
 def load_all() -> dict[str, ExerciseSpec]:
     """Every exercise, by slug. Cached: exercise folders do not change while a process runs."""
-    return {spec.slug: spec for spec in (load(f) for f in exercise_folders())}
+    specs = {spec.slug: spec for spec in (load(f) for f in exercise_folders())}
+    owner: dict[str, str] = {}
+    for spec in specs.values():
+        if spec.uuid in owner:
+            raise ExerciseError(
+                f"{_where(spec.path / 'exercise.toml', 'uuid')}: {spec.uuid} is also "
+                f"{owner[spec.uuid]}'s (a copied folder keeps its uuid: give the copy a new one, "
+                f'e.g. uuid = "{uuid.uuid4()}")')
+        owner[spec.uuid] = spec.slug
+    return specs
 
 
 def get(slug: str) -> ExerciseSpec:

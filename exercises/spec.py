@@ -139,6 +139,7 @@ class ExerciseSpec:
     """A loaded exercise folder."""
 
     slug: str
+    uuid: str  # stable across renames of the folder (exercise.toml `uuid`)
     title: str
     seed: str
     topic: str

@@ -59,28 +59,58 @@ class SyncReport:
     created: int
     updated: int
     deactivated: int
+    renamed: int = 0
 
 
 def sync_exercises() -> SyncReport:
-    """Make the Exercise rows match the folders: one row per slug, missing folders deactivated."""
+    """Make the Exercise rows match the folders. A folder's row is the one with its uuid (or,
+    for a row made before exercises had ids, the one with its slug, which then takes the uuid);
+    the slug and everything else follow the folder, so a renamed folder keeps its students'
+    history. Rows whose folder is gone are deactivated, and step aside (slug "<slug>-gone-<pk>")
+    if a new exercise takes their slug. Mock interviews list exercises by slug: a rename is
+    carried into them."""
     specs = registry.load_all()
     created = updated = 0
+    renames: dict[str, str] = {}
     with transaction.atomic():
-        for spec in specs.values():
-            _, was_created = Exercise.objects.update_or_create(
-                slug=spec.slug,
-                defaults={
-                    "seed": spec.seed, "title": spec.title, "topic": spec.topic,
-                    "difficulty": spec.difficulty, "minutes": spec.minutes, "summary": spec.summary,
-                    "parts": [{"id": p.id, "type": p.type, "points": p.points} for p in spec.parts],
-                    "active": True,
-                },
-            )
-            created += was_created
-            updated += not was_created
-        deactivated = Exercise.objects.exclude(slug__in=specs).filter(active=True).update(
+        rows = list(Exercise.objects.select_for_update().order_by("pk"))
+        by_uuid = {str(r.uuid): r for r in rows if r.uuid is not None}
+        legacy = {r.slug: r for r in rows if r.uuid is None}
+        plan = [(spec, by_uuid.get(spec.uuid) or legacy.pop(spec.slug, None))
+                for spec in specs.values()]
+        kept = {row.pk for _, row in plan if row is not None}
+        # Slugs are unique: every row whose slug changes, and every row of a removed folder
+        # that holds a slug now wanted, moves to a free one first.
+        for spec, row in plan:
+            if row is not None and row.slug != spec.slug:
+                renames[row.slug] = spec.slug
+                Exercise.objects.filter(pk=row.pk).update(slug=f"renaming-{row.pk}")
+        for row in rows:
+            if row.pk not in kept and row.slug in specs:
+                Exercise.objects.filter(pk=row.pk).update(slug=f"{row.slug[:40]}-gone-{row.pk}",
+                                                          active=False)
+        for spec, row in plan:
+            fields = {
+                "uuid": spec.uuid, "slug": spec.slug, "seed": spec.seed, "title": spec.title,
+                "topic": spec.topic, "difficulty": spec.difficulty, "minutes": spec.minutes,
+                "summary": spec.summary, "active": True,
+                "parts": [{"id": p.id, "type": p.type, "points": p.points} for p in spec.parts],
+            }
+            if row is None:
+                kept.add(Exercise.objects.create(**fields).pk)
+                created += 1
+            else:
+                Exercise.objects.filter(pk=row.pk).update(**fields, synced_at=timezone.now())
+                updated += 1
+        deactivated = Exercise.objects.exclude(pk__in=kept).filter(active=True).update(
             active=False)
-    return SyncReport(created, updated, deactivated)
+        if renames:
+            for mock in MockInterview.objects.select_for_update():
+                listed = [renames.get(slug, slug) for slug in mock.exercises]
+                if listed != mock.exercises:
+                    mock.exercises = listed
+                    mock.save(update_fields=["exercises"])
+    return SyncReport(created, updated, deactivated, len(renames))
 
 
 def assignment_for(user: User, exercise: Exercise) -> Assignment:
@@ -95,14 +125,15 @@ def variant_params(spec: ExerciseSpec, variant: str) -> dict[str, Any]:
     return registry.params_for(spec, variant)
 
 
-def hidden_seed(slug: str, variant: str, submission_id: int | None = None) -> int:
+def hidden_seed(exercise_id: str, variant: str, submission_id: int | None = None) -> int:
     """The seed a code part's hidden cases are drawn with: a server secret (so they cannot be
     precomputed), the variant and the submission. Submit's failure message shows the smallest
     failing hidden case with its expected output and attempts are unlimited, so each submission
     draws its own cases (a case shown once is worth nothing to the next submission); derived
     from the row's id rather than stored, so the worker and an instructor's regrade reproduce
-    them with nothing more than the row. None: the variant's own seed (tools, benchmarks)."""
-    key = f"{settings.SECRET_KEY}:{slug}:{variant}"
+    them with nothing more than the row. `exercise_id` is the exercise's uuid, which a renamed
+    folder keeps. None: the variant's own seed (tools, benchmarks)."""
+    key = f"{settings.SECRET_KEY}:{exercise_id}:{variant}"
     if submission_id is not None:
         key += f":submission:{submission_id}"
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
@@ -248,7 +279,7 @@ def grade_claimed(sub: Submission) -> GradeResult:
     params = variant_params(spec, sub.variant)
     try:
         return graders.grade_answer(spec, sub.part_id, sub.answer, params, mode=sub.mode,
-                                    seed=hidden_seed(spec.slug, sub.variant, sub.pk))
+                                    seed=hidden_seed(spec.uuid, sub.variant, sub.pk))
     except InvalidAnswer as exc:
         return graders.invalid_result(str(exc))
 

@@ -5,12 +5,16 @@ from django.db import models
 
 
 class Exercise(models.Model):
-    """One row per exercise folder, keyed by slug; rewritten by `actions.sync_exercises`.
+    """One row per exercise, keyed by its stable id (exercise.toml `uuid`); rewritten by
+    `actions.sync_exercises`.
 
     The folder is the source of truth; the row exists so that submissions, progress and statistics
-    can point at something, and so a removed folder keeps its history (`active=False`).
+    can point at something, and so a removed folder keeps its history (`active=False`). A renamed
+    folder keeps its row: the uuid finds it and the slug follows the folder.
     """
 
+    # Null only for a row made before exercises had ids; the first sync adopts it by slug.
+    uuid = models.UUIDField(unique=True, null=True, editable=False)
     slug = models.SlugField(max_length=64, unique=True)
     seed = models.CharField(max_length=3)
     title = models.CharField(max_length=200)

@@ -72,7 +72,8 @@ def fake_spec(parts: tuple[PartSpec, ...], solution: dict[str, Any],
               mistakes: list[Mistake] | None = None, title: str = "Fake") -> ExerciseSpec:
     module = SimpleNamespace(CANONICAL={}, generate=lambda rng: {},
                              solve=lambda p: dict(solution), mistakes=lambda p: list(mistakes or []))
-    return ExerciseSpec(slug="fake", title=title, seed="Q00", topic="t", difficulty="easy",
+    return ExerciseSpec(slug="fake", uuid="00000000-0000-4000-8000-000000000000", title=title,
+                        seed="Q00", topic="t", difficulty="easy",
                         minutes=1, summary="", parts=parts, path=Path("."), module=module)
 
 

@@ -12,5 +12,5 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         r = actions.sync_exercises()
-        self.stdout.write(f"exercises: {r.created} created, {r.updated} updated, "
-                          f"{r.deactivated} deactivated")
+        self.stdout.write(f"exercises: {r.created} created, {r.updated} updated "
+                          f"({r.renamed} renamed), {r.deactivated} deactivated")
