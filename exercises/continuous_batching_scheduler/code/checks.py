@@ -384,7 +384,7 @@ def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
           _state_message(case, gs, es, where))
     v.add("token budget and max_num_seqs respected", case, _budget_message(inp, gs, where))
     v.add("blocks conserved: nothing leaked, shared or over-held", case,
-          _blocks_message(inp, gs, where))
+          _blocks_message(inp, gs, where) or _pool_message(inp, gs, where))
     v.add("KV accounting follows the scheduled tokens", case, _shadow_message(inp, gs, where))
     v.add("preemption policy", case, _policy_message(inp, gs, where))
     v.add("allocator calls match the reference", case, _calls_message(case, gs, es, where))
@@ -545,6 +545,97 @@ def _blocks_message(inp: dict[str, Any], steps: list[dict[str, Any]], where: str
             return (f"after step {k} blocks {leaked} were allocated, never released, and no "
                     "request holds them: they leaked (release a victim's blocks before "
                     "dropping them)" + where)
+    return ""
+
+
+def _pool_message(inp: dict[str, Any], steps: list[dict[str, Any]], where: str) -> str:
+    """Every allocation the trace shows failing, against a pool the worker counts itself.
+
+    The call log and the request state are written by the driver, in the student's process: a
+    forged log can release blocks the allocator never got back, and a forged state can drop
+    blocks a finished request still holds, so _blocks_message alone cannot prove nothing
+    leaked. What a leak cannot hide is its effect: the allocator runs dry while blocks are
+    free. Here the pool is rebuilt from the trace's decisions only (tokens scheduled since each
+    request's last preemption give its blocks, rule 3), every block no running request needs
+    counts as free, and each failure the trace shows must be a real shortage:
+    - a step that preempted must have asked for more blocks than were free;
+    - a step that preempted nobody yet left requests waiting, with budget and a seat to spare,
+      must have had too few blocks for the head of the queue.
+    Both tests are order-free (they bound what any running order or queue head could ask for),
+    so a scheduling bug elsewhere is not reported as a leak.
+    """
+    size, total = inp["block_size"], inp["num_blocks"]
+    cap, seats = inp["max_num_batched_tokens"], inp["max_num_seqs"]
+    prompt = {r["rid"]: len(r["prompt"]) for r in inp["requests"]}
+
+    def blocks(tokens: int) -> int:
+        return -(-tokens // size)
+
+    computed: dict[str, int] = {}  # tokens with KV, per the scheduled tokens
+    sampled: dict[str, int] = {}  # tokens streamed so far (kept across preemption)
+    running: list[str] = []  # who holds blocks at the start of a step
+    waiting: list[str] = []  # arrived, neither running nor finished
+    for k, rec in enumerate(steps):
+        waiting += [r["rid"] for r in inp["requests"] if r["arrival"] == k]
+        free = total - sum(blocks(computed.get(rid, 0)) for rid in running)
+        scheduled = dict(rec["scheduled"])
+        victims = rec["preempted"]
+        kept = [rid for rid in running if rid not in victims]
+        asked = 0  # blocks the step's scheduled tokens need (rule 3)
+        for rid, n in scheduled.items():
+            c = computed.get(rid, 0) if rid in kept else 0  # a victim starts again from 0
+            asked += max(0, blocks(c + max(n, 0)) - blocks(c))
+        left = cap - sum(scheduled.values())
+        if victims:
+            # A running request left unscheduled may be the one whose allocation failed, and a
+            # victim that was not running may have been admitted first: each could have asked
+            # for at most its remaining tokens. (Not capped by the budget: overrunning it is
+            # another check's business, not a leak.)
+            most = asked
+            for rid in running + [rid for rid in victims if rid not in running]:
+                if rid not in scheduled or rid in victims:
+                    c = computed.get(rid, 0) if rid in running else 0
+                    rest = prompt.get(rid, c) + sampled.get(rid, 0) - c
+                    most += max(0, blocks(c + rest) - blocks(c))
+            if most <= free:
+                return (f"step {k} preempted {victims}, but everything the step could ask for "
+                        f"by rule 3 ({most} blocks) fitted in the {free} blocks that no running "
+                        "request held. An allocation failed with those blocks free: either the "
+                        "step asked for more blocks than its tokens need, or blocks leaked "
+                        "(released to nobody, or kept by a request that no longer needs them)"
+                        + where)
+        else:
+            admitted = [rid for rid in scheduled if rid not in running]
+            queue = [rid for rid in waiting if rid not in scheduled]
+            if queue and left > 0 and len(running) + len(admitted) < seats:
+                # Admission stopped with budget and a seat left, so the head's allocation
+                # failed; whichever request was the head, it needed at most the blocks of its
+                # whole sequence (its chunk is never longer).
+                most = max(blocks(prompt.get(rid, 0) + sampled.get(rid, 0)) for rid in queue)
+                if asked + most <= free:
+                    return (f"after step {k} {queue} still waited with {left} tokens of budget "
+                            f"and a seat left, although the step's allocations ({asked} blocks "
+                            f"by rule 3) plus any one of them ({most} at most) fitted in the "
+                            f"{free} blocks that no running request held. An allocation failed "
+                            "with those blocks free: either it asked for more blocks than the "
+                            "tokens need, or blocks leaked (released to nobody, or kept by a "
+                            "request that no longer needs them)" + where)
+        # The next step's pool, from this step's decisions.
+        for rid in victims:
+            computed[rid] = 0
+        for rid, n in scheduled.items():
+            computed[rid] = computed.get(rid, 0) + n
+        for rid, _ in rec["stream"]:
+            sampled[rid] = sampled.get(rid, 0) + 1
+        done = set(rec["finished"])
+        new = [rid for rid in scheduled if rid not in kept]  # admitted (a victim again, too)
+        running = [rid for rid in kept + new if rid not in done]
+        # Victims go back to the head, earliest admitted first (rule 4).
+        back = [rid for rid in victims[::-1] if rid not in running and rid not in done]
+        waiting = back + [rid for rid in waiting if rid not in running and rid not in done
+                          and rid not in back]
+        for rid in rec["finished"]:
+            computed.pop(rid, None)
     return ""
 
 

@@ -5,8 +5,11 @@ output>} or {"error": "..."}; `expected` holds the reference's results for the s
 trace check compares the student's per-step records with the reference's; the other checks test
 invariants on the student's own trace (the pool is never exceeded, the used count equals what the
 running requests hold, every request finishes once and nothing leaks, reserve_max never preempts,
-max_num_seqs holds), so a message can say which rule broke, not only that a number differs.
-Every check reports the smallest case it fails on.
+max_num_seqs holds), so a message can say which rule broke, not only that a number differs. Those
+invariants are credited only to a trace that is a schedule under the rules (no request starts
+before it arrives, admission takes the head of the queue while it fits beside the watermark),
+replayed in the worker from the trace's decisions; otherwise a trace made up to satisfy the
+counts would earn them. Every check reports the smallest case it fails on.
 """
 from __future__ import annotations
 
@@ -295,6 +298,8 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
     ("never more than max_num_seqs running", 1.0, "The running set never exceeded max_num_seqs."),
 )
 FUNCTION_CHECKS = ("blocks_needed", "first_exhaustion_step", "max_concurrency")
+# Marks an invariant failed only because the trace broke the admission rules (see _judge_sim).
+RULES_ONLY = "_rules_only"
 TRACE_CHECKS = tuple(name for name, _, _ in CHECKS[3:])
 
 
@@ -383,6 +388,87 @@ def _fmt_step(s: list[Any]) -> str:
     return (f"used_blocks={s[1]}, running={s[2]}, preempted={s[3]}, finished={s[4]}")
 
 
+def _admission_problem(inp: dict[str, Any], steps: list[list[Any]]) -> str:
+    """The first step at which the trace breaks the arrival or admission rules, or "".
+
+    Replayed in the worker from the trace's own decisions (who runs, who is preempted, who
+    finishes) and the input alone, by the starter's rules 1, 3 and 4: requests join the queue
+    at their arrival_step, victims go back to its head, and admission takes the head while
+    fewer than max_num_seqs run and its need plus watermark_blocks fits the blocks the running
+    requests leave free (nobody in a step that preempted). Without this, a trace need not be a
+    schedule at all: requests run one after another keep every count consistent with itself.
+    """
+    cfg = inp["config"]
+    reqs = {r["rid"]: r for r in inp["reqs"]}
+    size, total = cfg["block_size"], cfg["num_blocks"]
+    watermark, seats = cfg["watermark_blocks"], cfg["max_num_seqs"]
+    reserve = cfg["policy"] == "reserve_max"
+    generated = dict.fromkeys(reqs, 0)
+
+    def need(rid: str) -> int:
+        """Blocks rid holds once grown or admitted this step (before it samples)."""
+        r = reqs[rid]
+        return blocks_needed(r["prompt_len"] + (r["max_tokens"] if reserve else generated[rid]),
+                             size)
+
+    running: list[str] = []  # admission order
+    waiting: list[str] = []
+    for k, (_, _, run_ids, preempted, finished) in enumerate(steps):
+        waiting += [r["rid"] for r in inp["reqs"] if r["arrival_step"] == k]
+        now = [*run_ids, *finished]
+        unknown = [rid for rid in [*now, *preempted] if rid not in reqs]
+        if unknown:
+            return f"step {k} names unknown request ids {unknown}"
+        if len(set(now)) != len(now):
+            return f"step {k} lists a request twice in running and finished ({now})"
+        not_running = [rid for rid in preempted if rid not in running]
+        if not_running:
+            return (f"step {k} preempted {not_running}, which were not running after step "
+                    f"{k - 1} (running: {running})")
+        kept = [rid for rid in running if rid not in preempted]
+        vanished = [rid for rid in kept if rid not in now]
+        if vanished:
+            return (f"{vanished} ran after step {k - 1} but at step {k} neither run, finish nor "
+                    "are preempted: every running request generates a token each step")
+        new = [rid for rid in now if rid not in kept]
+        early = [rid for rid in new if reqs[rid]["arrival_step"] > k]
+        if early:
+            return (f"{early[0]} runs at step {k} but arrives at step "
+                    f"{reqs[early[0]]['arrival_step']}: no request starts before its "
+                    "arrival_step")
+        if preempted and new:
+            return (f"step {k} preempted {preempted} and admitted {new}: a step that preempts "
+                    "admits nobody")
+        # Rule 3: the victims go back to the head, the oldest admission first.
+        queue = [rid for rid in running if rid in preempted] + waiting
+        head = queue[:len(new)]
+        if set(new) != set(head):
+            return (f"step {k} admitted {new}, but the head of the waiting queue was {head} "
+                    f"(queue: {queue}): admission takes the head and never skips ahead")
+        free = total - sum(need(rid) for rid in kept)
+        for rid in head:
+            if len(kept) + head.index(rid) >= seats:
+                return (f"step {k} admitted {rid} with {len(kept) + head.index(rid)} requests "
+                        f"already running, but max_num_seqs = {seats}")
+            if need(rid) + watermark > free:
+                return (f"step {k} admitted {rid}, which needs {need(rid)} blocks, with {free} "
+                        f"blocks free: admission needs need + watermark_blocks ({watermark}) "
+                        "<= free blocks")
+            free -= need(rid)
+        if not preempted and len(queue) > len(new):
+            nxt = queue[len(new)]
+            if len(kept) + len(new) < seats and need(nxt) + watermark <= free:
+                return (f"at step {k} {nxt} waited at the head of the queue although "
+                        f"{len(kept) + len(new)} requests ran (max_num_seqs = {seats}) and its "
+                        f"{need(nxt)} blocks plus watermark_blocks ({watermark}) fitted in the "
+                        f"{free} free blocks: admission takes the head while it fits")
+        for rid in now:
+            generated[rid] += 1
+        running = [rid for rid in kept + head if rid not in finished]
+        waiting = queue[len(new):]
+    return ""
+
+
 def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
     inp = case["input"]
     cfg = inp["config"]
@@ -422,23 +508,35 @@ def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict
     v.add("trace matches the reference step by step", case, not problem,
           f"{problem} — on {where}" if problem else "")
 
-    # 2. Invariants on the student's own trace.
+    # 2. Invariants on the student's own trace. Each holds only of a trace that is a schedule
+    # under the rules (arrivals, head-of-line admission, the watermark), so a trace that breaks
+    # them earns none of these: a violation of the check's own rule is reported first.
+    rules = _admission_problem(inp, g_steps)
+
+    def invariant(name: str, problem: str) -> None:
+        details: dict[str, Any] = {}
+        if not problem and rules:
+            problem = ("your trace is not a schedule the rules allow, so this count proves "
+                       f"nothing: {rules}")
+            details = {RULES_ONLY: True}  # reported only if no case breaks the check's own rule
+        v.add(name, case, not problem, f"{problem} — on {where}" if problem else "", details)
+
     reqs = {r["rid"]: r for r in inp["reqs"]}
     over = next((s for s in g_steps if s[1] > cfg["num_blocks"]), None)
-    v.add("never more blocks than the pool", case, over is None,
-          f"at step {over[0]} used_blocks = {over[1]} but the pool has {cfg['num_blocks']} "
-          f"blocks — on {where}" if over else "")
+    invariant("never more blocks than the pool",
+              f"at step {over[0]} used_blocks = {over[1]} but the pool has {cfg['num_blocks']} "
+              "blocks" if over else "")
 
     seqs = next((s for s in g_steps if len(s[2]) > cfg["max_num_seqs"]), None)
-    v.add("never more than max_num_seqs running", case, seqs is None,
-          f"at step {seqs[0]} {len(seqs[2])} requests run ({seqs[2]}) but max_num_seqs = "
-          f"{cfg['max_num_seqs']} — on {where}" if seqs else "")
+    invariant("never more than max_num_seqs running",
+              f"at step {seqs[0]} {len(seqs[2])} requests run ({seqs[2]}) but max_num_seqs = "
+              f"{cfg['max_num_seqs']}" if seqs else "")
 
     if cfg["policy"] == "reserve_max":
         pre = next((s for s in g_steps if s[3]), None)
-        v.add("reserve_max never preempts", case, pre is None,
-              f"at step {pre[0]} you preempted {pre[3]}, but a reservation for prompt_len + "
-              f"max_tokens can never run out — on {where}" if pre else "")
+        invariant("reserve_max never preempts",
+                  f"at step {pre[0]} you preempted {pre[3]}, but a reservation for prompt_len + "
+                  "max_tokens can never run out" if pre else "")
 
     generated = dict.fromkeys(reqs, 0)
     finished_at: dict[str, list[int]] = {rid: [] for rid in reqs}
@@ -475,8 +573,7 @@ def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict
                            if cfg["policy"] == "reserve_max" else
                            "After a request's g-th token it holds the KV of prompt_len + g - 1 "
                            "tokens; finished and preempted requests hold nothing."))
-    v.add("used blocks equal what the running requests hold", case, not held_msg,
-          f"{held_msg} — on {where}" if held_msg else "")
+    invariant("used blocks equal what the running requests hold", held_msg)
 
     if not leak:
         for rid, r in reqs.items():
@@ -495,8 +592,7 @@ def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict
                 f"{g_steps[-1][1]} blocks are still used")
     if not leak and not g_steps and reqs:
         leak = "the trace is empty"
-    v.add("every request finishes once and nothing leaks", case, not leak,
-          f"{leak} — on {where}" if leak else "")
+    invariant("every request finishes once and nothing leaks", leak)
 
 
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
@@ -519,7 +615,10 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
         if not failures:
             checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
             continue
-        case, _, message, details = min(failures, key=lambda r: size_key(r[0]))
+        # A case that breaks the check's own rule says more than one that only broke admission.
+        case, _, message, details = min(
+            failures, key=lambda r: (bool(r[3].get(RULES_ONLY)), size_key(r[0])))
+        details = {k: x for k, x in details.items() if k != RULES_ONLY}
         prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
         checks.append(Check(name, False, prefix + message, weight,
                             details | {"failing": len(failures), "cases": len(results)}))
