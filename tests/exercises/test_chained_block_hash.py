@@ -302,6 +302,37 @@ def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, 
     assert "dictionary probe" in failed[0].message and _score(results) == pytest.approx(0.9)
 
 
+
+def test_speed_case_is_drawn_per_submission_and_never_repeats() -> None:
+    # The driver runs in the student's process, which can replace any of it: a workload known
+    # in advance could be computed at import (outside the timed window) and replayed, and a
+    # lookup made twice could be made once and its result copied.
+    a, b = (checks.hidden_cases(ex.CANONICAL, s)[-1]["input"]["speed"] for s in (7, 8))
+    assert (a["seed"], b["seed"]) == (7, 8) and a == checks.speed_spec(7)
+    prompts, probes = driver.speed_workload(a)
+    assert driver.speed_workload(b)[0][0] != prompts[0]
+    assert len(set(probes)) == len(probes) == a["probes"]
+    assert len({tuple(p) for p in prompts}) == len(prompts) == a["fill"]
+    results = driver.play_speed(reference, a, prompts, probes)
+    # Every lookup's result enters the digest, and most of them hit deep into the cache.
+    lookups = results[len(prompts):]
+    assert len(lookups) == len(probes)
+    assert sum(len(r[0]) for r in lookups) > 0.8 * sum(k for _, k in probes)
+
+
+def test_a_fast_but_wrong_large_case_does_not_pass_the_speed_check(
+        all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    # A replaced driver that skips lookups and copies results is fast and wrong: only the time
+    # of the right results counts.
+    got = json.loads(json.dumps(expected))
+    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+    got[speed]["output"]["speed"]["digest"] = "0" * 16
+    got[speed]["cpu_s"] = expected[speed]["cpu_s"] / 10
+    results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
+    assert [n for n, c in results.items() if not c.passed] == ["large case matches",
+                                                                "lookup speed"]
+    assert "not judged" in results["lookup speed"].message
+
 def test_edge_queued_hits_count_against_the_pool() -> None:
     # Hand-written: 4 blocks, X = 5 tokens (3 blocks) freed; Y needs 5 blocks of which 2 are
     # hits still in the free queue: 3 new + 2 queued hits > 4 free, so None and no change.

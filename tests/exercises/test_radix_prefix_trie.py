@@ -470,6 +470,43 @@ def test_speed_check_is_lenient_and_partial(all_cases: list[dict[str, Any]],
     assert not results[checks.SPEED].passed
 
 
+
+def test_timed_script_is_drawn_per_submission_and_never_repeats() -> None:
+    # The driver runs in the student's process, which can replace any of it: a script known in
+    # advance could be played at import (outside the timed window) and replayed, and a script
+    # that repeats itself could be played in part and the results copied.
+    a, b = (checks.hidden_cases(ex.CANONICAL, s)[-1] for s in (7, 8))
+    assert a == checks.timed_case(7) and a["input"]["script"]["seed"] == 7
+    ops = checks.timed_ops(a)
+    assert list(ops) == driver.long_script(a["input"]["script"])
+    assert checks.timed_ops(b) != ops
+    starts = [op[2] for op in ops if op[0] == "start"]
+    assert len({tuple(t) for t in starts}) == len(starts)
+    # Each session over system prompts of its own: no first token is shared across sessions.
+    per_session = checks.TIMED_SCRIPT["convs"] * checks.TIMED_SCRIPT["turns"]
+    firsts = [{t[0] for t in starts[i:i + per_session]}
+              for i in range(0, len(starts), per_session)]
+    assert len(firsts) == checks.TIMED_SCRIPT["sessions"]
+    assert all(not x & y for i, x in enumerate(firsts) for y in firsts[i + 1:])
+    # Every operation's result is compared; the input sent to the sandbox stays small (the
+    # script is built there, not decoded from JSON inside the timed window).
+    assert len(driver.run_case(reference, a["input"])["results"]) == len(ops)
+    assert len(json.dumps(a["input"])) < 1_000
+
+
+def test_timed_results_must_all_match(all_cases: list[dict[str, Any]],
+                                      expected: list[dict[str, Any]]) -> None:
+    # A play of part of the script with its results copied over the rest is fast and wrong.
+    i = next(k for k, c in enumerate(all_cases) if c["input"]["mode"] == "timed")
+    got = [json.loads(json.dumps(e)) for e in expected]
+    results = got[i]["output"]["results"]
+    third = len(results) // 3
+    got[i]["output"]["results"] = (results[:third] * 3 + results)[: len(results)]
+    got[i]["cpu_s"] = expected[i]["cpu_s"] / 3
+    checked = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
+    assert not checked[checks.SPEED].passed
+    assert "Fix the other checks first" in checked[checks.SPEED].message
+
 def test_errors_and_forged_lines_fail_every_check(all_cases: list[dict[str, Any]],
                                                   expected: list[dict[str, Any]]) -> None:
     got = [{"error": f"no output for case {c['id']}"} for c in all_cases]

@@ -1102,6 +1102,112 @@ def test_a_forged_clock_does_not_pass_the_speed_check(hostile_backend: Backend,
     assert forged.score <= honest.score + 1e-6, (honest.score, forged.score, forged.feedback)
 
 
+# -- skimped timed work: the submission's process decides what runs inside the timed window --
+
+# The submission can replace any driver function, so it decides how much of the timed case's
+# work really happens. A workload that repeats itself (rounds of the same lookups, plays of the
+# same script) lets it do one repeat and copy the results; a constant workload lets it do the
+# work at import, before the window opens, and replay it. Each forgery below is the slow
+# solution plus such a replacement: it must earn no more than the slow solution itself.
+SKIMPED_PLAY = """
+import driver as _driver
+
+_SHARE = {share}  # one timed lookup in _SHARE is made; the others copy its results
+
+
+def _skimped_play(module, spec, prompts, probes, rounds=getattr(_driver, "LOOKUP_ROUNDS", 1)):
+    # The driver's fill and lookups, with only the first 1/_SHARE of the lookups really made.
+    B = spec["block_size"]
+    pool = {make_pool}
+    results = []
+    for i, tokens in enumerate(prompts):
+        results.append(pool.allocate(f"f{{i}}", tokens))
+        pool.free(f"f{{i}}")
+    timed = [prompts[j][: k * B + 1] for j, k in probes] * rounds
+    made = [pool.lookup(q) for q in timed[: -(-len(timed) // _SHARE)]]
+    return results + (made * _SHARE)[: len(timed)]
+
+
+_driver.play_speed = _skimped_play
+"""
+# The speed case's spec as it was a constant (checks.SPEED_SPEC before the workload was drawn
+# from the submission's seed): computed at import, replayed when the case asks for it.
+PRECOMPUTED_SPEED = """
+import sys as _sys
+
+import driver as _driver
+
+_KNOWN = {spec!r}
+_honest_speed = _driver._speed
+try:
+    _READY = _honest_speed(_sys.modules[__name__], dict(_KNOWN))
+except Exception:
+    _READY = None
+
+
+def _replayed(module, spec):
+    return _READY if _READY is not None and spec == _KNOWN else _honest_speed(module, spec)
+
+
+_driver._speed = _replayed
+"""
+SKIMPED_RADIX = """
+import driver as _driver
+
+_honest_run_case = _driver.run_case
+
+
+def _skimped_run_case(module, case):
+    # A third of the operations the driver would play (one play of three, when it played the
+    # same script three times); their results stand in for the rest.
+    if case.get("mode") != "timed":
+        return _honest_run_case(module, case)
+    plays = getattr(_driver, "TIMED_PLAYS", 1)
+    ops = case["ops"] if "ops" in case else _driver.long_script(case["script"])
+    n = len(ops) * plays // 3
+    if n >= len(ops):
+        results = _driver._play_timed(module, dict(case, ops=ops))
+    else:
+        made = _driver._play_timed(module, dict(case, ops=ops[:n]))
+        results = (made * 3)[: len(ops)]
+    return {"results": results, "plays": plays}
+
+
+_driver.run_case = _skimped_run_case
+"""
+SKIMPED: dict[str, tuple[str, str]] = {
+    # name -> (SLOW_SOLUTIONS entry, what is appended to it)
+    "block-pool-one-round": ("block-pool", SKIMPED_PLAY.format(
+        share=3, make_pool='module.BlockPool(spec["num_blocks"], B, _driver._fast)')),
+    "block-pool-precomputed": ("block-pool", PRECOMPUTED_SPEED.format(spec={
+        "seed": 2, "num_blocks": 4096, "block_size": 16, "fill": 256, "fill_blocks": 16,
+        "probes": 400})),
+    "chained-hash-one-round": ("chained-hash", SKIMPED_PLAY.format(
+        share=10, make_pool='module.PrefixCacheModel(spec["num_blocks"], B, _driver._fast_hash)')),
+    "chained-hash-precomputed": ("chained-hash", PRECOMPUTED_SPEED.format(spec={
+        "seed": 1, "num_blocks": 8192, "block_size": 16, "fill": 512, "fill_blocks": 16,
+        "probes": 1000, "fast_hash": True})),
+    "radix-trie-one-play": ("radix-trie", SKIMPED_RADIX),
+}
+SPEED_CHECKS = ("lookup speed", "speed on long prompts")
+
+
+@pytest.mark.parametrize("name", sorted(SKIMPED))
+def test_skimping_on_the_timed_work_does_not_pass_the_speed_check(hostile_backend: Backend,
+                                                                  name: str) -> None:
+    slow_name, forgery = SKIMPED[name]
+    slug, part, slow = SLOW_SOLUTIONS[slow_name]
+    spec = registry.load(registry.EXERCISES_DIR / slug)
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
+    honest = graders.grade_answer(spec, part, slow, params, seed=12345)
+    forged = graders.grade_answer(spec, part, slow + "\n" + forgery, params, seed=12345)
+    assert honest.score < 1.0, honest
+    (speed,) = [c for c in forged.checks if c.name in SPEED_CHECKS]
+    assert not speed.passed, speed.message
+    assert forged.score <= honest.score + 1e-6, (honest.score, forged.score, forged.feedback)
+
+
 # The same slow match, its work done in a child the kernel reaps unseen: with SIGCHLD ignored no
 # parent's cutime gets the child's CPU time, so only the lane cgroup's counter shows it.
 OFFLOAD = """

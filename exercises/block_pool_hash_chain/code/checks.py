@@ -31,12 +31,19 @@ RANDOM_CASES = 200
 TWIN_EVERY = 4  # every fourth SHA-256 random script is also run under the colliding hash
 SPEED_RATIO = 20.0
 SPEED_FLOOR_S = 0.25
-# 256 prompts of 16 full blocks fill a 4096-block pool, then 400 lookups of their prefixes, three
-# times over (driver.LOOKUP_ROUNDS); the whole case is timed in CPU seconds by the relay. A lookup
-# that scans the cache instead of probing a dictionary makes the case ~60x slower, and still
+# 256 prompts of 16 full blocks fill a 4096-block pool, then 1,200 lookups, each of a different
+# prefix of them; the whole case is timed in CPU seconds by the relay. The workload is drawn from
+# the submission's seed (speed_spec): the driver runs in the student's process, which could
+# compute a constant workload at import, outside the timed window. A lookup that scans the cache
+# instead of probing a dictionary makes the case over 50x slower through the sandbox, and still
 # finishes well inside the part's time limit.
-SPEED_SPEC: dict[str, Any] = {"seed": 2, "num_blocks": 4096, "block_size": 16, "fill": 256,
-                              "fill_blocks": 16, "probes": 400}
+SPEED_SHAPE: dict[str, Any] = {"num_blocks": 4096, "block_size": 16, "fill": 256,
+                               "fill_blocks": 16, "probes": 1200}
+
+
+def speed_spec(seed: int) -> dict[str, Any]:
+    """The speed case's spec for a submission's seed."""
+    return {"seed": int(seed), **SPEED_SHAPE}
 
 # The facts note's crafted regression: 3 blocks, B = 2, every block collides. A = [1,1,2,2,9] is
 # freed FIRST block first, X = [8,8] reuses block 0, and R = [8,8,2,2,7] must hit block 0 only:
@@ -257,7 +264,7 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
             cases.append({"id": f"random-{n:03d}@const", "input": dict(inp, hash="const")})
     cases.sort(key=size_key)
     # "timed": the relay measures this case's CPU seconds (graders/code.py).
-    cases.append({"id": "speed-large", "input": {"speed": dict(SPEED_SPEC)}, "timed": True})
+    cases.append({"id": "speed-large", "input": {"speed": speed_spec(seed)}, "timed": True})
     return cases
 
 
@@ -303,7 +310,7 @@ def describe(case: Case, upto: int | None = None) -> str:
         s = inp["speed"]
         return (f"the large speed case ({s['fill']} prompts of {s['fill_blocks']} blocks of "
                 f"{s['block_size']} tokens admitted and finished in a {s['num_blocks']}-block "
-                f"pool, then {s['probes']} timed lookups of their prefixes)")
+                f"pool, then {s['probes']:,} timed lookups, each of a different prefix of them)")
     ops = inp["ops"] if upto is None else inp["ops"][: upto + 1]
     lines = [] if inp["hash"] == "sha256" else ["# " + HASH_NOTE[inp["hash"]]]
     hash_arg = "" if inp["hash"] == "sha256" else f", {inp['hash']}_fn"
@@ -588,12 +595,19 @@ def _judge_speed(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None
     v.add("large case matches", (0, 0), ok, "" if ok else (
         f"on {describe(case)} your results differ from the reference's; the smaller cases "
         "show where"))
+    if not ok:
+        # Only the time of the right results counts: a replaced driver that skips part of the
+        # work (or copies results instead of looking up) is fast and wrong.
+        v.add("lookup speed", (0, 0), False, "the large case's results differ from the "
+              "reference's, so its time is not judged; fix the other checks first")
+        return
     ref = float(exp["cpu_s"])
     ratio = mine / max(ref, 1e-9)
     fast = mine <= max(SPEED_RATIO * ref, SPEED_FLOOR_S)
     v.add("lookup speed", (0, 0), fast, "" if fast else (
-        f"the large case (one fill, then {SPEED_SPEC['probes']:,} lookups {g.get('rounds')} "
-        f"times over) took {mine:.3f} CPU seconds, {ratio:.0f}x the reference's {ref:.4f} s "
+        f"the large case (one fill, then {case['input']['speed']['probes']:,} lookups, each of "
+        f"a different prefix) took {mine:.3f} CPU seconds, {ratio:.0f}x the reference's "
+        f"{ref:.4f} s "
         f"(the bound is {SPEED_RATIO:.0f}x, generous so that noise never fails you). "
         "Use the hash to find the few candidates with one dictionary probe per block, then "
         "verify only those; scanning every cached block makes each lookup grow with the cache "

@@ -37,12 +37,19 @@ RANDOM_CASES = 200
 # fails, and never fails under the floor (a fast machine's reference time is noise-sized).
 SPEED_RATIO = 20.0
 SPEED_FLOOR_S = 0.25
-# 512 prompts of 16 full blocks fill an 8192-block pool (about 8,000 cached hashes), then 1,000
-# lookups of their prefixes, ten times over (driver.LOOKUP_ROUNDS); the relay times the whole
-# case in CPU seconds. A cheap hash keeps the time on the cache's own work: a lookup that scans
-# the cache instead of probing a dictionary makes the case ~30x slower here.
-SPEED_SPEC: dict[str, Any] = {"seed": 1, "num_blocks": 8192, "block_size": 16, "fill": 512,
-                              "fill_blocks": 16, "probes": 1000, "fast_hash": True}
+# 256 prompts of 32 full blocks fill an 8192-block pool (about 8,000 cached hashes), then 3,000
+# lookups, each of a different prefix of them; the relay times the whole case in CPU seconds. A
+# cheap hash keeps the time on the cache's own work: a lookup that scans the cache instead of
+# probing a dictionary makes the case over 50x slower through the sandbox. The workload is drawn
+# from the submission's seed (speed_spec): the driver runs in the student's process, which could
+# compute a constant workload at import, outside the timed window.
+SPEED_SHAPE: dict[str, Any] = {"num_blocks": 8192, "block_size": 16, "fill": 256,
+                               "fill_blocks": 32, "probes": 3000, "fast_hash": True}
+
+
+def speed_spec(seed: int) -> dict[str, Any]:
+    """The speed case's spec for a submission's seed."""
+    return {"seed": int(seed), **SPEED_SHAPE}
 
 
 def _reference() -> Any:
@@ -232,7 +239,7 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
         cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
     cases.sort(key=size_key)
     # "timed": the relay measures this case's CPU seconds (graders/code.py).
-    cases.append({"id": "speed-large", "input": {"speed": dict(SPEED_SPEC)}, "timed": True})
+    cases.append({"id": "speed-large", "input": {"speed": speed_spec(seed)}, "timed": True})
     return cases
 
 
@@ -280,7 +287,7 @@ def describe(case: Case, upto: int | None = None) -> str:
         s = inp["speed"]
         return (f"the large speed case ({s['fill']} prompts of {s['fill_blocks']} blocks of "
                 f"{s['block_size']} tokens admitted and finished in a {s['num_blocks']}-block pool, "
-                f"then {s['probes']} timed lookups of their prefixes)")
+                f"then {s['probes']:,} timed lookups, each of a different prefix of them)")
     ops = inp["ops"] if upto is None else inp["ops"][: upto + 1]
     hash_kw = "" if inp["hash"] == "sha256" else ", hash_fn=blake2b_fn"
     lines = [f"m = PrefixCacheModel(num_blocks={inp['num_blocks']}, "
@@ -502,12 +509,19 @@ def _judge_speed(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None
     v.add("large case matches", (0,), ok, "" if ok else (
         f"on {describe(case)} your results differ from the reference's (digest {g['digest']} vs "
         f"{e['digest']}); the smaller cases above show where"))
+    if not ok:
+        # Only the time of the right results counts: a replaced driver that skips part of the
+        # work (or copies results instead of looking up) is fast and wrong.
+        v.add("lookup speed", (0,), False, "the large case's results differ from the "
+              "reference's, so its time is not judged; fix the other checks first")
+        return
     ref = float(exp["cpu_s"])
     ratio = mine / max(ref, 1e-9)
     fast = mine <= max(SPEED_RATIO * ref, SPEED_FLOOR_S)
     v.add("lookup speed", (0,), fast, "" if fast else (
-        f"the large case (one fill, then {SPEED_SPEC['probes']:,} lookups {g.get('rounds')} "
-        f"times over) took {mine:.3f} CPU seconds, {ratio:.0f}x the reference's {ref:.4f} s "
+        f"the large case (one fill, then {case['input']['speed']['probes']:,} lookups, each of "
+        f"a different prefix) took {mine:.3f} CPU seconds, {ratio:.0f}x the reference's "
+        f"{ref:.4f} s "
         f"(the bound is {SPEED_RATIO:.0f}x, generous so that noise never fails you). "
         "A lookup should cost one dictionary probe per full block of the prompt; scanning the "
         "cache (or every block) for each hash makes it grow with the cache, here about 8,000 "

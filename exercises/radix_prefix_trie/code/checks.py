@@ -9,18 +9,22 @@ case and the first operation where it broke, with the operations that lead there
 """
 from __future__ import annotations
 
+import importlib.util
 import json
-import random
+import sys
 from collections import deque
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from exercises.registry import expose_shared_modules
 from graders.base import Check
 
+HERE = Path(__file__).resolve().parent
 Case = dict[str, Any]
 Op = list[Any]
 
@@ -34,8 +38,18 @@ MAX_OPS = 18
 MAX_PROMPT = 8
 # The speed check: more than this many times slower than the reference costs that check.
 SLOWDOWN_LIMIT = 20.0
-# Below this (seconds, median) a play is too short to judge: it always passes.
+# Below this (CPU seconds) the timed case is too short to judge: it always passes.
 SPEED_FLOOR_S = 0.05
+# The speed check's script (driver.long_script): multi-turn conversations over long system
+# prompts, three sessions of them in a row on one cache, each with prompts of its own, so that
+# nothing in it repeats (the student's process, which plays it, could play a repeat once and
+# copy the results). Its seed is the submission's (timed_case): a constant script could be
+# played at import, outside the timed window. A match that re-slices the prompt for every token
+# makes it over 50x slower than the reference through the sandbox.
+TIMED_SCRIPT: dict[str, int] = {"sessions": 3, "systems": 2, "system_tokens": 6_000, "convs": 6,
+                                "first_tokens": 400, "turns": 4, "turn_tokens": 300,
+                                "evict": 2_000}
+TIMED_POOL = 40_000
 
 # name -> (weight, message when every case passes)
 CHECKS: tuple[tuple[str, float, str], ...] = (
@@ -75,6 +89,8 @@ def make_case(case_id: str, ops: list[Op], page_size: int = 1, pool: int = 64,
 def size_key(case: Case) -> tuple[int, int, str]:
     """Smaller cases first: operations, then tokens."""
     inp = case["input"]
+    if inp.get("mode") == "timed":
+        return (10**9, 0, "")  # the timed case is last, always
     tokens = sum(len(op[-1]) for op in inp["ops"] if op[0] in ("start", "match"))
     return (len(inp["ops"]), tokens, json.dumps(inp, sort_keys=True))
 
@@ -223,28 +239,38 @@ def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     return tuple(drawn)
 
 
-def long_script(seed: int) -> tuple[list[Op], int]:
-    """The speed check's script: multi-turn conversations over a few long system prompts.
+def timed_case(seed: int) -> Case:
+    """The speed check's case: the script's shape and the submission's seed (the driver builds
+    the script, see driver.long_script) and its pool (with the script's own evictions, every
+    request fits)."""
+    return {"id": "speed-long-prompts", "timed": True,  # the relay times it (graders/code.py)
+            "input": {"page_size": 1, "pool": TIMED_POOL, "mode": "timed",
+                      "script": {"seed": int(seed), **TIMED_SCRIPT}}}
 
-    Each turn's prompt is the previous turn's prompt plus new tokens, so matches run thousands
-    of tokens deep; evictions every few requests keep the tree changing. (ops, pool size)
-    """
-    rng = random.Random(seed)
-    vocab = 32_000
-    systems = [[rng.randrange(vocab) for _ in range(6_000)] for _ in range(2)]
-    convs = [list(systems[c % 2]) + [rng.randrange(vocab) for _ in range(400)]
-             for c in range(6)]
-    ops: list[Op] = []
-    n = 0
-    for turn in range(4):
-        for c, conv in enumerate(convs):
-            if turn:
-                conv.extend(rng.randrange(vocab) for _ in range(300))
-            n += 1
-            ops.append(["start", f"c{c}t{turn}", list(conv)])
-            ops.append(["finish", f"c{c}t{turn}"])
-        ops.append(["evict", 2_000])
-    return ops, 40_000
+
+def _driver() -> Any:
+    """driver.py, loaded once here in the worker for its long_script: the one generator of the
+    timed script, so the ops named in a message are the ones the driver played."""
+    name = "roofline_radix_prefix_trie_driver_for_checks"
+    module = sys.modules.get(name)
+    if module is None:
+        expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
+        spec = importlib.util.spec_from_file_location(name, HERE / "driver.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+@lru_cache(maxsize=8)
+def _timed_ops(script_json: str) -> tuple[Op, ...]:
+    return tuple(_driver().long_script(json.loads(script_json)))
+
+
+def timed_ops(case: Case) -> tuple[Op, ...]:
+    """The operations the timed case plays (built from its seed, as the driver builds them)."""
+    return _timed_ops(json.dumps(case["input"]["script"], sort_keys=True))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
@@ -260,9 +286,7 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
         n += 1
         cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
     cases.sort(key=size_key)
-    ops, pool = long_script(int(seed))
-    # "timed": the relay measures this case's CPU seconds (graders/code.py).
-    cases.append({**make_case("speed-long-prompts", ops, 1, pool, mode="timed"), "timed": True})
+    cases.append(timed_case(seed))
     return cases
 
 
@@ -293,8 +317,9 @@ def op_text(op: Op) -> str:
 def describe(case: Case) -> str:
     inp = case["input"]
     if inp.get("mode") == "timed":
-        return (f"the long-prompt timing script ({len(inp['ops'])} operations, prompts up to "
-                f"{max(len(op[2]) for op in inp['ops'] if op[0] == 'start')} tokens)")
+        ops = timed_ops(case)
+        return (f"the long-prompt timing script ({len(ops)} operations, prompts up to "
+                f"{max(len(op[2]) for op in ops if op[0] == 'start')} tokens)")
     text = "; ".join(op_text(op) for op in inp["ops"])
     if len(text) > 500:
         text = text[:497] + "..."
@@ -590,7 +615,7 @@ def _judge_timed(case: Case, out: dict[str, Any], got_cpu: float, exp: dict[str,
         return
     want = exp["output"]["results"]
     if out["results"] != want:
-        ops = case["input"]["ops"]
+        ops = timed_ops(case)
         i = next(k for k, (a, b) in enumerate(zip(out["results"], want, strict=False))
                  if a != b) if len(out["results"]) == len(want) else 0
         v.add(SPEED, case, False,
@@ -602,9 +627,10 @@ def _judge_timed(case: Case, out: dict[str, Any], got_cpu: float, exp: dict[str,
     # the driver reports: code in the sandbox can rewrite the driver and its clock.
     mine, ref = got_cpu, float(exp["cpu_s"])
     ratio = mine / ref if ref > 0 else 1.0
-    longest = max(len(op[2]) for op in case["input"]["ops"] if op[0] == "start")
-    timing = (f"{out.get('plays')} plays of {len(case['input']['ops'])} operations on prompts of "
-              f"up to {longest:,} tokens took {mine * 1e3:.0f} ms of CPU time against "
+    ops = timed_ops(case)
+    longest = max(len(op[2]) for op in ops if op[0] == "start")
+    timing = (f"{len(ops)} operations on prompts of up to {longest:,} tokens took "
+              f"{mine * 1e3:.0f} ms of CPU time against "
               f"{ref * 1e3:.0f} ms for the reference, {ratio:.1f}x.")
     if mine < SPEED_FLOOR_S or ratio <= SLOWDOWN_LIMIT:
         v.add(SPEED, case, True, timing)

@@ -6,7 +6,8 @@ driver_errors module (listed in the part's sandbox_modules).
 
 The driver is the scheduler and the KV allocator around the cache. Case input:
 
-    {"page_size": p, "pool": N, "mode": "trace" | "timed", "ops": [op, ...]}
+    {"page_size": p, "pool": N, "mode": "trace", "ops": [op, ...]}
+    {"page_size": p, "pool": N, "mode": "timed", "script": {"seed": s, ...}}   (long_script)
 
 with ops ["start", rid, tokens], ["finish", rid], ["match", tokens], ["evict", k]. A request's
 life (the statement's rules): `slots, node = match_prefix(tokens)`; `inc_lock_ref(node)`; if the
@@ -19,12 +20,18 @@ those past the last whole page (the tree never takes a partial page); then `dec_
 Trace mode records, after every operation, what the calls returned, every `free_fn` call and a
 snapshot of the tree (preorder, children sorted by key: [parent index, key, slots, lock_ref]),
 the three sizes, which node each running request holds, and any broken link the driver saw
-while reading the tree (the checks in the worker judge all of it). Timed mode plays a long script
-TIMED_PLAYS times on fresh caches; the relay, not this file, times the case (runners/relay.py).
+while reading the tree (the checks in the worker judge all of it). Timed mode builds a long script
+from the case's seed (long_script) and plays it once, on a fresh cache, returning every
+operation's result; the relay, not this file, times the case (runners/relay.py). This file runs
+in the student's process, which can replace any of it: the script never repeats itself (a repeat
+could be played once and its results copied), and its seed is drawn for each submission (a
+constant script could be played at import, before the timed window opens, and replayed).
 """
 from __future__ import annotations
 
 import gc
+import random
+import struct
 from collections import deque
 
 from driver_errors import describe as _describe
@@ -38,9 +45,6 @@ MAX_OUTPUT_BYTES = 120_000
 # A tree bigger than this cannot come from the trace cases: reading stops there.
 MAX_NODES = 2_000
 MAX_DEPTH_STEPS = 100_000
-# Timed mode: this many plays, always (a count that hung on a clock in the sandbox could be
-# forged); the relay measures the case's CPU seconds outside the student's reach.
-TIMED_PLAYS = 3
 
 
 class TreeReadError(Exception):
@@ -260,9 +264,41 @@ def _play_trace(module: Any, case: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def long_script(spec: dict[str, Any]) -> list[list[Any]]:
+    """The timed case's script: `sessions` sessions in a row, each with `systems` system prompts
+    of `system_tokens` tokens and `convs` conversations over them (`first_tokens` of their own),
+    played for `turns` turns that each add `turn_tokens` tokens to every conversation, with an
+    `["evict", evict]` after each turn. A turn's prompt is its conversation's last one plus new
+    tokens, so matches run thousands of tokens deep. The checks (in the worker) expand it with
+    this same function, to name the operation where a result went wrong.
+
+    Built here rather than sent: the case's input crosses the sandbox as JSON, and decoding a
+    few megabytes of token lists inside the timed window would cost more than the reference's
+    whole play. Tokens come from random bytes, decoded in C, for the same reason."""
+    rng = random.Random(spec["seed"])
+
+    def draw(n: int) -> list[int]:
+        return list(struct.unpack(f"<{n}H", rng.randbytes(2 * n)))
+
+    ops: list[list[Any]] = []
+    for s in range(spec["sessions"]):
+        # Each session has prompts of its own: no part of the script repeats another.
+        systems = [draw(spec["system_tokens"]) for _ in range(spec["systems"])]
+        convs = [systems[c % len(systems)] + draw(spec["first_tokens"])
+                 for c in range(spec["convs"])]
+        for turn in range(spec["turns"]):
+            for c, conv in enumerate(convs):
+                if turn:
+                    conv.extend(draw(spec["turn_tokens"]))
+                ops.append(["start", f"s{s}c{c}t{turn}", list(conv)])
+                ops.append(["finish", f"s{s}c{c}t{turn}"])
+            ops.append(["evict", spec["evict"]])
+    return ops
+
+
 def _play_timed(module: Any, case: dict[str, Any]) -> list[list[int]]:
-    """One play of the long script: per op [result, evictable_size()] (the scheduler asks for
-    the sizes after every op, as SGLang's does). Untimed here: the relay times the case."""
+    """The long script: per op [result, evictable_size()] (the scheduler asks for the sizes
+    after every op, as SGLang's does). Untimed here: the relay times the case."""
     page = int(case["page_size"])
     alloc = Allocator(int(case["pool"]))
     running: dict[str, tuple[list[int], list[int], list[int], Any]] = {}
@@ -305,24 +341,20 @@ def _play_timed(module: Any, case: dict[str, Any]) -> list[list[int]]:
 def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
     if case_input.get("mode") != "timed":
         return _play_trace(module, case_input)
-    results: list[list[int]] = []
     out: dict[str, Any] = {}
     # The worker's process (where the reference is timed) has a far bigger heap than the
-    # sandbox's; with the collector off, no play pays for scanning it. No gc.collect() here:
-    # the whole case is timed now, and a full collection of the worker's heap (~0.1 s, more
-    # than the reference's three plays) would swamp the reference's figure and with it the
+    # sandbox's; with the collector off, the play never pays for scanning it. No gc.collect()
+    # here: the whole case is timed now, and a full collection of the worker's heap (~0.1 s,
+    # more than the reference's whole play) would swamp the reference's figure and with it the
     # ratio the speed check reads.
     gc.disable()
     try:
-        for _ in range(TIMED_PLAYS):
-            results = _play_timed(module, case_input)
+        ops = long_script(case_input["script"])
+        out["results"] = _play_timed(module, {**case_input, "ops": ops})
     except MemoryError:
         raise
     except (Exception, SystemExit) as exc:
         out["error"] = {"op": -1, "message": _describe(exc, module)}
-        return out
     finally:
         gc.enable()
-    out["results"] = results
-    out["plays"] = TIMED_PLAYS
     return out
