@@ -139,7 +139,6 @@ class ExerciseSpec:
     """A loaded exercise folder."""
 
     slug: str
-    uuid: str  # stable across renames of the folder (exercise.toml `uuid`)
     title: str
     seed: str
     topic: str
@@ -150,6 +149,9 @@ class ExerciseSpec:
     path: Path
     module: ModuleType = field(repr=False, compare=False)
     selftest: tuple[SelftestCase, ...] = ()
+    # Stable across renames of the folder (exercise.toml `uuid`); always set by the registry,
+    # empty only for a spec a test makes up.
+    uuid: str = ""
 
     def part(self, part_id: str) -> PartSpec:
         for p in self.parts:

@@ -22,7 +22,8 @@ def write(tmp_path: Path, toml: str, slug: str = "sample_ex") -> Path:
 
 
 def header(**over: str) -> str:
-    fields = {"title": '"T"', "seed": '"Q23"', "topic": '"Memory"'} | over
+    fields = {"title": '"T"', "seed": '"Q23"', "uuid": '"6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"',
+              "topic": '"Memory"'} | over
     return "".join(f"{k} = {v}\n" for k, v in fields.items())
 
 
@@ -36,7 +37,9 @@ def header(**over: str) -> str:
     (header() + "[[parts]]\n" + 'id = "c"\ntype = "choice"\nprompt = "?"\n', "parts[0].options"),
     (header() + "[[parts]]\n" + GOOD_PART + "[[parts]]\n" + GOOD_PART, "parts"),
     (header(title="3") + "[[parts]]\n" + GOOD_PART, "title"),
-    ('title = "T"\nseed = "Q01"\n[[parts]]\n' + GOOD_PART, "topic"),
+    ('title = "T"\nseed = "Q01"\nuuid = "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"\n[[parts]]\n'
+     + GOOD_PART, "topic"),
+    (header(uuid='"Q23"') + "[[parts]]\n" + GOOD_PART, "uuid"),
     ("title = ", "syntax"),
 ])
 def test_a_bad_toml_names_file_and_field(tmp_path: Path, toml: str, field: str) -> None:

@@ -12,7 +12,8 @@ from exercises import registry
 from exercises.registry import ExerciseError
 from exercises.spec import PartSpec
 
-HEADER = 'title = "T"\nseed = "Q23"\ntopic = "Memory"\n[[parts]]\n'
+HEADER = ('title = "T"\nseed = "Q23"\nuuid = "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"\n'
+          'topic = "Memory"\n[[parts]]\n')
 EXPRESSION = 'id = "f"\ntype = "expression"\nprompt = "?"\nsymbols = ["N", "S"]\n'
 
 
