@@ -141,3 +141,24 @@ def assert_graders_accept_and_name(spec: ExerciseSpec, module: ModuleType,
                                      seed=1)
             # The feedback leads with the mistake's own words; a multi-select adds its tally.
             assert r.score < 1.0 and m.feedback in r.feedback, (m.name, r.feedback, p)
+
+
+def assert_speed_case_is_seeded_and_distinct(checks: ModuleType, driver: ModuleType,
+                                             reference: ModuleType, params: Mapping[str, Any],
+                                             hit_blocks: Callable[[Any], int]) -> None:
+    """The prefix-cache exercises' speed case (exercises/prefix_speed.py): drawn from each
+    submission's seed, with no prompt or probe twice, every lookup's result returned, and most
+    lookups hitting deep into the cache. The driver runs in the student's process, which can
+    replace any of it: a workload known in advance could be computed at import (outside the
+    timed window) and replayed, and a lookup made twice could be made once and copied.
+    `hit_blocks` reads a lookup's result as the number of blocks it matched."""
+    a, b = (checks.hidden_cases(params, s)[-1]["input"]["speed"] for s in (7, 8))
+    assert (a["seed"], b["seed"]) == (7, 8) and a == checks.speed_spec(7)
+    prompts, probes = driver.speed_workload(a)
+    assert driver.speed_workload(b)[0][0] != prompts[0]
+    assert len(set(probes)) == len(probes) == a["probes"]
+    assert len({tuple(p) for p in prompts}) == len(prompts) == a["fill"]
+    results = driver.play_speed(reference, a, prompts, probes)
+    lookups = results[len(prompts):]
+    assert len(lookups) == len(probes)
+    assert sum(hit_blocks(r) for r in lookups) > 0.8 * sum(k for _, k in probes)

@@ -18,6 +18,7 @@ from tests.exercises.support import (
     assert_graders_accept_and_name,
     assert_mistakes_distinct,
     assert_parts_match_module,
+    assert_speed_case_is_seeded_and_distinct,
 )
 
 EUT = ExerciseUnderTest.load(ex)
@@ -61,7 +62,7 @@ def _load(path: Path, name: str) -> Any:
 
 
 checks = _load(CODE / "checks.py", "q27_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
+expose_shared_modules(("driver_errors", "prefix_speed"))  # the driver imports both by name
 driver = _load(CODE / "driver.py", "q27_test_driver")
 reference = _load(CODE / "reference.py", "q27_test_reference")
 
@@ -304,20 +305,7 @@ def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, 
 
 
 def test_speed_case_is_drawn_per_submission_and_never_repeats() -> None:
-    # The driver runs in the student's process, which can replace any of it: a workload known
-    # in advance could be computed at import (outside the timed window) and replayed, and a
-    # lookup made twice could be made once and its result copied.
-    a, b = (checks.hidden_cases(ex.CANONICAL, s)[-1]["input"]["speed"] for s in (7, 8))
-    assert (a["seed"], b["seed"]) == (7, 8) and a == checks.speed_spec(7)
-    prompts, probes = driver.speed_workload(a)
-    assert driver.speed_workload(b)[0][0] != prompts[0]
-    assert len(set(probes)) == len(probes) == a["probes"]
-    assert len({tuple(p) for p in prompts}) == len(prompts) == a["fill"]
-    results = driver.play_speed(reference, a, prompts, probes)
-    # Every lookup's result enters the digest, and most of them hit deep into the cache.
-    lookups = results[len(prompts):]
-    assert len(lookups) == len(probes)
-    assert sum(len(r[0]) for r in lookups) > 0.8 * sum(k for _, k in probes)
+    assert_speed_case_is_seeded_and_distinct(checks, driver, reference, ex.CANONICAL, lambda r: len(r[0]))
 
 
 def test_a_fast_but_wrong_large_case_does_not_pass_the_speed_check(

@@ -11,7 +11,6 @@ in-process (checks.check on the outputs the driver would send back), as the per-
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import sys
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from graders.code import expose_shared_modules
+from graders.code import expose_shared_modules, load_module
 from tests.exercises.support import load_by_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,20 +28,11 @@ SEED = 12345
 Output = dict[str, Any]
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _from_source(source: str, name: str, folder: Path) -> ModuleType:
     """A submission given as source text, imported from a file as the sandbox would."""
     path = folder / f"{name}.py"
     path.write_text(source, encoding="utf-8")
-    return _load(path, name)
+    return load_module(path)
 
 
 class Exercise:
@@ -54,9 +44,9 @@ class Exercise:
         self.code = code
         self.params = load_by_path(slug).CANONICAL
         expose_shared_modules(("driver_errors",))  # the drivers import it by its plain name
-        self.checks = _load(code / "checks.py", f"forged_{slug}_checks")
-        self.driver = _load(code / "driver.py", f"forged_{slug}_driver")
-        self.reference = _load(code / "reference.py", f"forged_{slug}_reference")
+        self.checks = load_module(code / "checks.py")
+        self.driver = load_module(code / "driver.py")
+        self.reference = load_module(code / "reference.py")
         self.cases = (self.checks.public_cases(self.params)
                       + self.checks.hidden_cases(self.params, SEED))
         self.expected = self.run(self.reference)
@@ -67,7 +57,7 @@ class Exercise:
                 for c in self.cases]
 
     def mutant(self, stem: str) -> ModuleType:
-        return _load(self.code / "mutants" / f"{stem}.py", f"forged_{self.slug}_{stem}")
+        return load_module(self.code / "mutants" / f"{stem}.py")
 
     def grade(self, got: list[Output]) -> dict[str, Any]:
         return {c.name: c for c in self.checks.check(self.cases, got, self.expected,
@@ -249,30 +239,9 @@ def test_batching_reference_passes_with_its_log_rebuilt_from_state(batching: Exe
 
 SERIAL_FAKE = '''
 """Not a ledger: every request runs alone, one after another, ignoring arrivals, the watermark
-and the admission rule; the records are made to satisfy every invariant on their own."""
-from dataclasses import dataclass
-
-
-@dataclass
-class LedgerConfig:
-    num_blocks: int
-    block_size: int
-    max_num_seqs: int
-    watermark_blocks: int = 0
-    policy: str = "current_length"
-
-
-@dataclass
-class Req:
-    rid: str
-    arrival_step: int
-    prompt_len: int
-    output_len: int
-    max_tokens: int
-
-
-def blocks_needed(num_tokens, block_size):
-    return -(-num_tokens // block_size)
+and the admission rule; the records are made to satisfy every invariant on their own. Its
+dataclasses and the one line of blocks_needed are the reference's."""
+from REFERENCE import LedgerConfig, Req, blocks_needed  # noqa: F401
 
 
 def first_exhaustion_step(n, prompt_len, block_size, num_blocks):
@@ -315,9 +284,18 @@ def _trace_checks(ledger: Exercise) -> tuple[str, ...]:
                  if name != "trace matches the reference step by step")
 
 
+def _on_the_reference(ledger: Exercise, source: str, name: str, folder: Path) -> ModuleType:
+    """A fake ledger that imports what it keeps of the reference as `REFERENCE`."""
+    sys.modules["REFERENCE"] = ledger.reference
+    try:
+        return _from_source(source, name, folder)
+    finally:
+        del sys.modules["REFERENCE"]
+
+
 def test_ledger_serial_fake_earns_no_invariant(ledger: Exercise, tmp_path: Path) -> None:
-    results = ledger.grade(ledger.run(_from_source(SERIAL_FAKE, "forged_serial_ledger",
-                                                   tmp_path)))
+    results = ledger.grade(ledger.run(_on_the_reference(ledger, SERIAL_FAKE,
+                                                        "forged_serial_ledger", tmp_path)))
     passed = [name for name in _trace_checks(ledger) if results[name].passed]
     assert not passed, passed
     # Of the twelve points only blocks_needed (one line of arithmetic) is left.
@@ -327,11 +305,7 @@ def test_ledger_serial_fake_earns_no_invariant(ledger: Exercise, tmp_path: Path)
 def test_ledger_early_start_breaks_the_invariants(ledger: Exercise, tmp_path: Path) -> None:
     # A real ledger that ignores arrival_step keeps every count consistent with itself; only
     # "no request starts before it arrives" tells it apart.
-    sys.modules["REFERENCE"] = ledger.reference
-    try:
-        module = _from_source(EARLY_START, "forged_early_ledger", tmp_path)
-    finally:
-        del sys.modules["REFERENCE"]
+    module = _on_the_reference(ledger, EARLY_START, "forged_early_ledger", tmp_path)
     results = ledger.grade(ledger.run(module))
     for name in _trace_checks(ledger):
         assert not results[name].passed, name

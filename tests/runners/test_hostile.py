@@ -1089,15 +1089,28 @@ SLOW_SOLUTIONS: dict[str, tuple[str, str, str]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SLOW_SOLUTIONS))
-def test_a_forged_clock_does_not_pass_the_speed_check(hostile_backend: Backend,
-                                                      name: str) -> None:
+_honest_grades: dict[tuple[str, str], GradeResult] = {}
+
+
+def _slow_and_forged(backend: Backend, name: str, forgery: str
+                     ) -> tuple[GradeResult, GradeResult]:
+    """SLOW_SOLUTIONS[name] graded as it is (once per backend: several forgeries share it) and
+    with `forgery` appended, on the same seed."""
     slug, part, slow = SLOW_SOLUTIONS[name]
     spec = registry.load(registry.EXERCISES_DIR / slug)
     params = registry.params_for(spec, registry.CANONICAL_VARIANT)
-    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
-    honest = graders.grade_answer(spec, part, slow, params, seed=12345)
-    forged = graders.grade_answer(spec, part, slow + "\n" + STOPPED_CLOCK, params, seed=12345)
+    os.environ["ROOFLINE_SANDBOX_BACKEND"] = backend.name
+    key = (backend.name, name)
+    if key not in _honest_grades:
+        _honest_grades[key] = graders.grade_answer(spec, part, slow, params, seed=12345)
+    forged = graders.grade_answer(spec, part, slow + "\n" + forgery, params, seed=12345)
+    return _honest_grades[key], forged
+
+
+@pytest.mark.parametrize("name", sorted(SLOW_SOLUTIONS))
+def test_a_forged_clock_does_not_pass_the_speed_check(hostile_backend: Backend,
+                                                      name: str) -> None:
+    honest, forged = _slow_and_forged(hostile_backend, name, STOPPED_CLOCK)
     assert honest.score < 1.0, honest
     assert forged.score <= honest.score + 1e-6, (honest.score, forged.score, forged.feedback)
 
@@ -1195,13 +1208,7 @@ SPEED_CHECKS = ("lookup speed", "speed on long prompts")
 @pytest.mark.parametrize("name", sorted(SKIMPED))
 def test_skimping_on_the_timed_work_does_not_pass_the_speed_check(hostile_backend: Backend,
                                                                   name: str) -> None:
-    slow_name, forgery = SKIMPED[name]
-    slug, part, slow = SLOW_SOLUTIONS[slow_name]
-    spec = registry.load(registry.EXERCISES_DIR / slug)
-    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
-    os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
-    honest = graders.grade_answer(spec, part, slow, params, seed=12345)
-    forged = graders.grade_answer(spec, part, slow + "\n" + forgery, params, seed=12345)
+    honest, forged = _slow_and_forged(hostile_backend, *SKIMPED[name])
     assert honest.score < 1.0, honest
     (speed,) = [c for c in forged.checks if c.name in SPEED_CHECKS]
     assert not speed.passed, speed.message

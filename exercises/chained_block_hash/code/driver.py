@@ -19,20 +19,17 @@ free queue after the op, allocate adds blocks_for_hash of each of the prompt's f
 (hashed here, not by the module under test). The first op that raises ends the case with
 {"error": "Type: message ..."} as its step. A speed case returns {"speed": {"digest",
 "lookups"}}: one fill, then one lookup for each probe. The driver keeps no time: the relay
-measures the case's CPU seconds outside the student's reach (runners/relay.py). This file runs in
-the student's process, which can replace any of it, so nothing in the timed work repeats: every
-probe is a different prefix and every result enters the digest (a repeat could be done once and
-its results copied), and the workload comes from the case's seed, drawn for each submission (a
-constant one could be computed at import, before the timed window opens, and replayed).
+measures the case's CPU seconds outside the student's reach (runners/relay.py). Every result
+enters the digest; the workload, and why nothing in it repeats, is prefix_speed.py's.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 import struct
 
 from driver_errors import describe as _describe
+from prefix_speed import speed_workload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -158,22 +155,6 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the speed case
-
-
-def speed_workload(spec: dict[str, Any]) -> tuple[list[list[int]], list[tuple[int, int]]]:
-    """`fill` distinct prompts of `fill_blocks` full blocks plus one token (so the cache ends up
-    holding thousands of hashes), and `probes` distinct (prompt index, prefix blocks) pairs to
-    look up, all drawn from the spec's seed."""
-    rng = random.Random(spec["seed"])
-    B, F, P = spec["block_size"], spec["fill_blocks"], spec["fill"]
-    n = B * F + 1
-    # Token ids from random bytes, decoded in C: drawing them one by one with randrange would
-    # cost the reference more than its lookups, and drawing is timed with the rest of the case.
-    flat = list(struct.unpack(f"<{n * P}H", rng.randbytes(2 * n * P)))
-    prompts = [flat[i * n:(i + 1) * n] for i in range(P)]
-    # Without replacement: the same prefix twice would give a lookup whose result can be copied.
-    probes = [(x // F, x % F + 1) for x in rng.sample(range(P * F), spec["probes"])]
-    return prompts, probes
 
 
 def play_speed(module: Any, spec: dict[str, Any], prompts: list[list[int]],

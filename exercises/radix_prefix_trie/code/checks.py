@@ -9,9 +9,7 @@ case and the first operation where it broke, with the operations that lead there
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections import deque
 from functools import lru_cache
 from pathlib import Path
@@ -249,18 +247,12 @@ def timed_case(seed: int) -> Case:
 
 
 def _driver() -> Any:
-    """driver.py, loaded once here in the worker for its long_script: the one generator of the
-    timed script, so the ops named in a message are the ones the driver played."""
-    name = "roofline_radix_prefix_trie_driver_for_checks"
-    module = sys.modules.get(name)
-    if module is None:
-        expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-        spec = importlib.util.spec_from_file_location(name, HERE / "driver.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    """driver.py as the grader loaded it (one module for both), for its long_script: the one
+    generator of the timed script, so the ops named in a message are the ones the driver played."""
+    from graders.code import load_module  # imported late: graders.code loads this file
+
+    expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
+    return load_module(HERE / "driver.py")
 
 
 @lru_cache(maxsize=8)
