@@ -22,11 +22,11 @@ the most any code in the sandbox can decide is the output of the case it is bein
 
 `checks.check(cases, got, expected, params)` receives, per case, `{"output": ...}` (what
 `driver.run_case` returned; for a case checks.py marks `"timed"`, also `"cpu_s"`: the CPU
-seconds the relay measured for it, and the reference's in `expected`) or `{"error": "..."}` (no output: an exception outside the student's
-methods, an oversized output, a crash the run recovered from, or an output outside the limits
-every exercise shares: a non-finite number, an integer beyond 64 bits, deep nesting; see
-graders/outputs.py, which also keeps a checks.py that raises on a malformed output from
-turning it into an error verdict).
+seconds the relay measured for it, and the reference's in `expected`) or `{"error": "..."}`
+(no output: an exception outside the student's methods, an oversized output, a crash the run
+recovered from, or an output outside the limits every exercise shares: a non-finite number, an
+integer beyond 64 bits, deep nesting; see graders/outputs.py, which also keeps a checks.py that
+raises on a malformed output from turning it into an error verdict).
 
 A run that cannot get through the cases (time, memory or output limit, a crash, a tampered
 channel) scores 0 with one plainly worded check naming the case it stopped on, the limit's value

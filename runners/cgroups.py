@@ -258,8 +258,8 @@ class LaneCgroup:
         self.name = name
         self.dirs = {ctrl: os.path.join(parent, name) for ctrl, parent in setup.parents.items()}
         # cpu and cpuacct may share one v1 hierarchy: each directory once.
-        self.procs_files = list(dict.fromkeys(os.path.join(d, "cgroup.procs")
-                                              for d in self.dirs.values()))
+        self.unique_dirs = list(dict.fromkeys(self.dirs.values()))
+        self.procs_files = [os.path.join(d, "cgroup.procs") for d in self.unique_dirs]
         # What was last written, so an unchanged limit costs no syscall.
         self._written: dict[str, str] = {}
         # Set when a run could not empty it; checked before the lane's next run.
@@ -408,7 +408,7 @@ class LaneCgroup:
 
     def remove(self, timeout_s: float = 1.0) -> bool:
         ok = _kill_procs(self.procs_files, self.unified, timeout_s)
-        return _rmdirs(list(dict.fromkeys(self.dirs.values())), timeout_s) and ok
+        return _rmdirs(self.unique_dirs, timeout_s) and ok
 
 
 def _kill_procs(procs_files: list[str], unified: str | None, timeout_s: float) -> bool:

@@ -101,12 +101,7 @@ def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
     sum over /proc, live or reaped. Processes that left the tree (re-parented to init) count
     only in the last: they are bounded by their own RLIMIT_CPU."""
     root = os.getpid() if root is None else root
-    table: dict[int, tuple[int, float, float]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            entry = _stat(int(name))
-            if entry is not None:
-                table[int(name)] = entry
+    table = _process_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -119,10 +114,28 @@ def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
         cpu += own + reaped
         waited += _waited_s(pid)
         todo.extend(children.get(pid, ()))
-    everything = sandbox_cpu_s()
-    if everything is None:
-        everything = sum(own + reaped for _, own, reaped in table.values())
-    return cpu, waited, everything
+    return cpu, waited, sandbox_total_s(table)
+
+
+def _process_table() -> dict[int, tuple[int, float, float]]:
+    """pid -> _stat(pid) for every process in /proc."""
+    table: dict[int, tuple[int, float, float]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            entry = _stat(int(name))
+            if entry is not None:
+                table[int(name)] = entry
+    return table
+
+
+def sandbox_total_s(table: dict[int, tuple[int, float, float]] | None = None) -> float:
+    """CPU seconds of every process in the sandbox: the cgroup's counter where there is one (one
+    file read), else the sum over /proc (`table`, if already read), live or reaped."""
+    counted = sandbox_cpu_s()
+    if counted is not None:
+        return counted
+    table = _process_table() if table is None else table
+    return sum(own + reaped for _, own, reaped in table.values())
 
 
 class Budget:

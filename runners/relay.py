@@ -39,8 +39,9 @@ Why each piece:
 
 - A timed case (the config lists them) is timed here too: the CPU seconds the whole sandbox
   used from the moment the case was sent until its reply arrived, read from the lane cgroup's
-  counter (or /proc without one; cpuclock.py), so work handed to other processes counts too. The driver's own clock runs in the student's interpreter, where any code can
-  replace it, so a speed check reads only this figure.
+  counter (or /proc without one; cpuclock.py), so work handed to other processes counts too.
+  The driver's own clock runs in the student's interpreter, where any code can replace it, so
+  a speed check reads only this figure.
 
 Record (one line): SEAL SEQ KIND INDEX FIELD PAYLOAD, where SEAL is 32 hex digits over the rest.
     ready  0 -                    (submission.py was imported)
@@ -63,7 +64,7 @@ import sys
 import time
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # -I leaves our folder off
-from cpuclock import WALL_FACTOR, Budget, descendants_usage  # noqa: E402 - the path above
+from cpuclock import WALL_FACTOR, Budget, sandbox_total_s  # noqa: E402 - the path above
 
 # Annotations are never evaluated (postponed); importing `collections.abc` for them would cost
 # start-up time in every run.
@@ -465,11 +466,11 @@ def run(config: list[bytes], cases: list[bytes], channel: Channel,
                 # carry it, so nothing prepared in advance or copied from another case counts.
                 nonce = nonces[index]
                 # Read before the case is sent: nothing the child does for it comes earlier.
-                cpu0 = descendants_usage()[2] if index in timed else 0.0
+                cpu0 = sandbox_total_s() if index in timed else 0.0
                 child.send(nonce, cases[index])
                 kind, payload = _split(child.next_frame(budget, channel.flush), nonce)
                 if kind == OUTPUT:
-                    cpu = (b"cpu=%.6f" % max(descendants_usage()[2] - cpu0, 0.0)
+                    cpu = (b"cpu=%.6f" % max(sandbox_total_s() - cpu0, 0.0)
                            if index in timed else b"-")
                     channel.emit(b"output", index, cpu, payload=payload)
                 elif kind == ERROR:
