@@ -1,13 +1,15 @@
 """The fact catalog: every figure cited, derived counts matching the research notes."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import tomllib
 from dataclasses import FrozenInstanceError
 
 import pytest
 
 from exercises import catalog
-from exercises.catalog import CATALOG_DIR, CatalogError, gpu, link, model, parse
+from exercises.catalog import CATALOG_DIR, CatalogError, gpu, link, loader, model, parse, schema
 
 # ---------------------------------------------------------------------------------------------
 # Every figure has a source
@@ -116,6 +118,54 @@ def test_an_optional_gpu_figure_may_be_absent_but_not_unsourced():
     )
     with pytest.raises(CatalogError, match="no source"):
         parse(broken, "gpus.toml")
+
+
+def test_a_field_added_to_a_record_is_checked_with_no_other_edit(monkeypatch: pytest.MonkeyPatch):
+    # The schema is read off the dataclass: a new field is required, typed and cited on load
+    # without touching the loader.
+    @dataclasses.dataclass(frozen=True)
+    class RatedDrive(catalog.Drive):
+        rated_iops: int = 0  # a default makes it optional
+        form_factor: str | None = None
+        pcie_lanes: int | None = None
+        power_w: float = dataclasses.field(default=0.0, kw_only=True)
+
+    @dataclasses.dataclass(frozen=True)
+    class StrictDrive(catalog.Drive):
+        endurance_class: str = dataclasses.field(kw_only=True)  # no default, not Optional: required
+
+    text = (CATALOG_DIR / "drives.toml").read_text(encoding="utf-8")
+    first = next(iter(tomllib.loads(text)["drives"]))
+    # A figure on the first entry only: insert it right after the entry's table header.
+    header = f'[drives."{first}"]\n'
+    assert header in text
+
+    def with_figure(line: str) -> str:
+        return text.replace(header, header + line + "\n", 1)
+
+    source = next(iter(tomllib.loads(text)["sources"]))
+    monkeypatch.setitem(loader.FILES, "drives.toml", (RatedDrive, "drives"))
+    plain = parse(text, "drives.toml")[first]
+    assert (plain.rated_iops, plain.form_factor, plain.power_w) == (0, None, 0.0)
+    loaded = parse(with_figure(f'pcie_lanes = {{ value = 4, source = "{source}" }}'), "drives.toml")
+    assert loaded[first].pcie_lanes == 4
+    with pytest.raises(CatalogError, match=rf"drives.toml: {first}.pcie_lanes: expected an integer"):
+        parse(with_figure(f'pcie_lanes = {{ value = "x4", source = "{source}" }}'), "drives.toml")
+    with pytest.raises(CatalogError, match=rf"drives.toml: {first}.form_factor: has no source"):
+        parse(with_figure('form_factor = { value = "U.3" }'), "drives.toml")
+
+    monkeypatch.setitem(loader.FILES, "drives.toml", (StrictDrive, "drives"))
+    with pytest.raises(CatalogError, match=rf"drives.toml: {first}.endurance_class: missing"):
+        parse(text, "drives.toml")
+
+
+def test_a_field_the_loader_cannot_check_is_refused_by_name():
+    @dataclasses.dataclass(frozen=True)
+    class Odd(catalog.Link):
+        lanes: list[int] | None = None
+
+    with pytest.raises(TypeError, match=r"Odd\.lanes"):
+        schema.figures(Odd)
 
 
 def test_records_are_frozen_and_unknown_names_say_what_exists():
@@ -523,7 +573,7 @@ nic = { value = "ConnectX-7", source = "s" }
 nics_per_gpu = { value = 1, source = "s" }
 """
     records = parse(text, "domains.toml")
-    real = catalog._load
-    monkeypatch.setattr(catalog, "_load", lambda f: records if f == "domains.toml" else real(f))
+    real = loader._load
+    monkeypatch.setattr(loader, "_load", lambda f: records if f == "domains.toml" else real(f))
     with pytest.raises(KeyError, match="No Such GPU"):
         catalog.domain("Ghost")
