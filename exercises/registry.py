@@ -194,9 +194,10 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
         score = raw.get("score")
         if not invalid and not isinstance(score, (int, float)):
             raise ExerciseError(f"{_where(path, f + '.score')}: a number (or invalid = true)")
-        answer, file = raw.get("answer", ""), raw.get("file", "")
-        if not answer and not file:
-            raise ExerciseError(f"{_where(path, f + '.answer')}: give `answer` or `file`")
+        answer, file, mutant = raw.get("answer", ""), raw.get("file", ""), raw.get("mutant", "")
+        if sum(1 for given in (answer, file, mutant) if given) != 1:
+            raise ExerciseError(f"{_where(path, f + '.answer')}: give one of `answer`, `file` "
+                                "or `mutant` (a name in the part's mutants.toml)")
         cases.append(SelftestCase(
             part=_req(raw, "part", str, path, f + ".part"),
             answer=str(answer),
@@ -205,6 +206,7 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
             feedback=str(raw.get("feedback", "")),
             variant=str(raw.get("variant", "canonical")),
             file=str(file),
+            mutant=str(mutant),
             tolerance=float(_opt(raw, "tolerance", (int, float), 1e-9, path, f + ".tolerance")),
         ))
     return tuple(cases)

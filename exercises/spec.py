@@ -131,6 +131,7 @@ class SelftestCase:
     feedback: str = ""  # a substring the feedback must contain
     variant: str = "canonical"
     file: str = ""  # a code file relative to the exercise folder (code parts)
+    mutant: str = ""  # a mutant's name in the part's mutants.toml (code and kernel parts)
     tolerance: float = 1e-9  # how close the score must be
 
 

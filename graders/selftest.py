@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 import graders
+from exercises import mutants as mutant_files
 from exercises import registry, templating
 from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity, SelftestCase
 from graders.base import InvalidAnswer
@@ -49,6 +50,25 @@ def answer_text(part: PartSpec, answer: Any) -> str:
     return str(answer)
 
 
+def part_solutions(spec: ExerciseSpec, part: PartSpec, kind: str = "mutants"
+                   ) -> list[mutant_files.Mutant]:
+    """A sandboxed part's mutants (or equivalents), built from its mutants.toml (raises
+    MutantError when an edit no longer applies to the reference)."""
+    return mutant_files.load(spec.path / SANDBOXED[part.type], kind)
+
+
+def _case_text(spec: ExerciseSpec, case: SelftestCase) -> str:
+    if case.file:
+        return (spec.path / case.file).read_text(encoding="utf-8")
+    if case.mutant:
+        built = {m.name: m for m in part_solutions(spec, spec.part(case.part))}
+        if case.mutant not in built:
+            raise mutant_files.MutantError(f"{spec.slug}/selftest.toml names mutant "
+                                           f"{case.mutant!r}, which mutants.toml does not list")
+        return built[case.mutant].source
+    return case.answer
+
+
 def _reference_text(spec: ExerciseSpec, part: PartSpec, answer: Any) -> str:
     if part.type in SANDBOXED:
         return (spec.path / str(answer)).read_text(encoding="utf-8")
@@ -60,24 +80,34 @@ def _variants() -> Iterator[str | int]:
     yield from GENERATED_VARIANTS
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One grade as the selftest reads it; score None when the input was rejected as invalid."""
+
+    score: float | None
+    verdict: str
+    feedback: str
+    failed_checks: tuple[str, ...] = ()
+
+
 # Sandboxed grades already made in this process, by (exercise, part, answer, variant): a mutant
-# listed in selftest.toml with its expected score is also in mutants/, and a kernel part's grade
+# listed in selftest.toml with its expected score is also in mutants.toml, and a kernel part's grade
 # takes seconds in Triton's interpreter. Grading is deterministic for a fixed seed.
-_sandboxed: dict[tuple[str, str, str, str], tuple[float | None, str, str]] = {}
+_sandboxed: dict[tuple[str, str, str, str], Outcome] = {}
 
 
 def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any],
-           cache: bool = True) -> tuple[float | None, str, str]:
-    """(score, verdict, feedback); score None when the input was rejected as invalid."""
+           cache: bool = True) -> Outcome:
     key = (str(spec.path), part_id, text, json.dumps(params, sort_keys=True, default=str))
     sandboxed = spec.part(part_id).type in SANDBOXED
     if sandboxed and cache and key in _sandboxed:
         return _sandboxed[key]
     try:
         r = graders.grade_answer(spec, part_id, text, params, seed=12345)
-        outcome: tuple[float | None, str, str] = (r.score, r.verdict, r.feedback)
+        outcome = Outcome(r.score, r.verdict, r.feedback,
+                          tuple(c.name for c in r.checks if not c.passed))
     except InvalidAnswer as exc:
-        outcome = (None, "invalid", str(exc))
+        outcome = Outcome(None, "invalid", str(exc))
     if sandboxed:
         _sandboxed[key] = outcome
     return outcome
@@ -115,9 +145,13 @@ def run(spec: ExerciseSpec, *, code: bool = True) -> Report:
 def _check_case(rep: Report, spec: ExerciseSpec, case: SelftestCase, cache: bool = True) -> None:
     """One [[case]] of selftest.toml: its score (or its rejection) and its feedback."""
     params = registry.params_for(spec, case.variant)
-    text = (spec.path / case.file).read_text(encoding="utf-8") if case.file else case.answer
-    score, verdict, feedback = _grade(spec, case.part, text, params, cache)
-    label = f"selftest {case.part} {case.file or case.answer[:40]!r}"
+    label = f"selftest {case.part} {case.file or case.mutant or case.answer[:40]!r}"
+    try:
+        text = _case_text(spec, case)
+    except mutant_files.MutantError as exc:
+        rep.check(False, f"{label}: {exc}")
+        return
+    score, verdict, feedback, _ = astuple(_grade(spec, case.part, text, params, cache))
     if case.invalid:
         rep.check(score is None, f"{label}: rejected as invalid (got {verdict})")
         return
@@ -134,7 +168,8 @@ def sandboxed_cases(spec: ExerciseSpec, files: Collection[str] | None = None) ->
     load test in tests/gpu_sandbox/test_load_independence.py grades them with every core busy)."""
     rep = Report(spec.slug)
     for case in spec.selftest:
-        if spec.part(case.part).type in SANDBOXED and (files is None or case.file in files):
+        if spec.part(case.part).type in SANDBOXED and (
+                files is None or (case.file or case.mutant) in files):
             _check_case(rep, spec, case, cache=False)
     return rep
 
@@ -145,7 +180,7 @@ def _check_reference(rep: Report, spec: ExerciseSpec, part: PartSpec, answer: An
         rep.check(False, f"{variant}: {part.id} reference is not finite ({answer.value})")
         return
     text = _reference_text(spec, part, answer)
-    score, verdict, feedback = _grade(spec, part.id, text, params)
+    score, verdict, feedback, _ = astuple(_grade(spec, part.id, text, params))
     if part.type == "text":
         rep.check(verdict == "pending", f"{variant}: {part.id} model answer is saved for review")
         return
@@ -156,25 +191,40 @@ def _check_reference(rep: Report, spec: ExerciseSpec, part: PartSpec, answer: An
 def _check_mistake(rep: Report, spec: ExerciseSpec, part: PartSpec, m: Mistake,
                    params: dict[str, Any], variant: str | int, reference: Any) -> None:
     text = answer_text(part, m.answer)
-    score, verdict, feedback = _grade(spec, part.id, text, params)
+    score, verdict, feedback, _ = astuple(_grade(spec, part.id, text, params))
     label = f"{variant}: {part.id} mistake {m.name or text[:40]!r}"
     rep.check(score is not None and score < 1.0, f"{label} scores below 1 (got {score})")
     rep.check(m.feedback in feedback, f"{label} gets its feedback (got {feedback[:160]!r})")
 
 
 def _check_mutants(rep: Report, spec: ExerciseSpec) -> None:
+    """Every mutant in a sandboxed part's mutants.toml is built from the reference and scores
+    below 1, failing the check it names; every equivalent scores 1."""
     params = registry.params_for(spec, registry.CANONICAL_VARIANT)
     for part in spec.parts:
-        folder = SANDBOXED.get(part.type)
-        if folder is None:
+        if part.type not in SANDBOXED:
             continue
-        mutants = sorted((spec.path / folder / "mutants").glob("*.py"))
-        rep.check(bool(mutants), f"{part.id}: {folder}/mutants/ holds known-buggy solutions")
-        for path in mutants:
-            score, verdict, feedback = _grade(spec, part.id, path.read_text(encoding="utf-8"),
-                                              params)
-            rep.check(score is not None and score < 1.0,
-                      f"{part.id}: mutant {path.name} is rejected (got {score}, {verdict})")
+        for kind in ("mutants", "equivalents"):
+            try:
+                built = part_solutions(spec, part, kind)
+            except mutant_files.MutantError as exc:
+                rep.check(False, f"{part.id}: {exc}")
+                continue
+            if kind == "mutants":
+                rep.check(bool(built), f"{part.id}: {SANDBOXED[part.type]}/mutants.toml lists "
+                                       "known-buggy solutions")
+            for m in built:
+                got = _grade(spec, part.id, m.source, params)
+                label = f"{part.id}: {kind[:-1]} {m.name}"
+                if kind == "equivalents":
+                    rep.check(got.score == 1.0, f"{label} scores 1 (got {got.score}, "
+                                                f"{got.verdict}: {got.feedback[:160]})")
+                    continue
+                rep.check(got.score is not None and got.score < 1.0,
+                          f"{label} is rejected (got {got.score}, {got.verdict})")
+                if m.caught_by is not None:
+                    rep.check(m.caught_by in got.failed_checks,
+                              f"{label} fails {m.caught_by!r} (failed: {list(got.failed_checks)})")
 
 
 def run_all(slugs: list[str] | None = None, *, code: bool = True) -> list[Report]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises import mutants
 from exercises.coinciding import coinciding
 from exercises.feasibility import Claim
 from exercises.registry import expose_shared_modules
@@ -70,7 +71,7 @@ def _reference() -> ModuleType:
 
 
 def _mutant(name: str) -> ModuleType:
-    return _load(CODE / "mutants" / f"{name}.py", f"roofline_q29_mutant_{name}")
+    return mutants.module(CODE, name)
 
 
 # ----------------------------------------------------------------------------------------------

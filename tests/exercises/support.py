@@ -3,6 +3,7 @@ its variants, and the checks every calculation exercise repeats (parts agree wit
 known mistakes stay distinct from the reference and from each other)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import random
@@ -162,3 +163,91 @@ def assert_speed_case_is_seeded_and_distinct(checks: ModuleType, driver: ModuleT
     lookups = results[len(prompts):]
     assert len(lookups) == len(probes)
     assert sum(hit_blocks(r) for r in lookups) > 0.8 * sum(k for _, k in probes)
+
+
+class CodePart:
+    """A code part's trusted machinery, run in-process as the grader runs the reference:
+    checks.py, driver.py and reference.py loaded by path, and its mutants and equivalents built
+    from mutants.toml / equivalents.toml. Results are `checks.check`'s, on the public cases plus
+    the hidden cases drawn with `seed`."""
+
+    def __init__(self, slug: str, part: str | None = None) -> None:
+        from graders.code import load_module  # the grader's own loader (no Django)
+
+        self.spec = registry.load(EXERCISES / slug)
+        code_parts = [p for p in self.spec.parts if p.type == "code"]
+        self.part = next(p for p in code_parts if part in (None, p.id))
+        self.slug = slug
+        self.code = EXERCISES / slug / "code"
+        self.params = registry.params_for(self.spec, registry.CANONICAL_VARIANT)
+        registry.expose_shared_modules(self.part.sandbox_modules)
+        self.checks = load_module(self.code / "checks.py")
+        self.driver = load_module(self.code / "driver.py")
+        self.reference = load_module(self.code / "reference.py")
+        self._load = load_module
+        self._expected: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._failures: list[tuple[str, Any]] | None = None
+        self._results: dict[tuple[str, int], list[Any]] = {}
+
+    def built(self, kind: str = "mutants") -> dict[str, Any]:
+        from exercises import mutants
+
+        return {m.name: m for m in mutants.load(self.code, kind)}
+
+    def module(self, name: str, kind: str = "mutants") -> ModuleType:
+        """A mutant (or equivalent) imported from a file, as the sandbox imports a submission."""
+        from exercises import mutants
+
+        return mutants.module(self.code, name, kind)
+
+    def cases(self, seed: int = 12345) -> list[dict[str, Any]]:
+        return (list(self.checks.public_cases(self.params))
+                + list(self.checks.hidden_cases(self.params, seed)))
+
+    def run(self, module: ModuleType, cases: list[dict[str, Any]], timings: int = 1
+            ) -> list[dict[str, Any]]:
+        """`module`'s outputs through JSON, as the result channel carries them. A timed case is
+        timed once, as a student's run is; the reference gets the grader's own timings (the
+        least of several), so a noisy moment cannot make a slow solution look fast."""
+        import json
+
+        from graders.code import run_and_time
+
+        return [json.loads(json.dumps(run_and_time(self.driver, module, c, timings=timings)))
+                for c in cases]
+
+    def expected(self, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from graders.code import REFERENCE_TIMINGS
+
+        return self.run(self.reference, cases, timings=REFERENCE_TIMINGS)
+
+    def failures(self) -> list[tuple[str, Any]]:
+        """(mutant, failed check) for every check each mutant fails on the canonical variant."""
+        if self._failures is None:
+            self._failures = [(name, c) for name in self.built()
+                              for c in self.results(self.module(name)) if not c.passed]
+        return self._failures
+
+    def results(self, module: ModuleType, seed: int = 12345) -> list[Any]:
+        """The checks' results for `module` (cached: the contract test and the per-exercise
+        tests read the same mutants' results)."""
+        key = (module.__name__, seed)
+        if key not in self._results:
+            if seed not in self._expected:
+                cases = self.cases(seed)
+                self._expected[seed] = (cases, self.expected(cases))
+            cases, expected = self._expected[seed]
+            self._results[key] = self.checks.check(cases, self.run(module, cases), expected,
+                                                   self.params)
+        return self._results[key]
+
+
+@functools.cache
+def code_part(slug: str) -> CodePart:
+    """One CodePart per exercise per test run: its reference results are worked out once."""
+    return CodePart(slug)
+
+
+def check_score(results: Sequence[Any]) -> float:
+    """The weighted share of checks passed, as the code grader scores."""
+    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)

@@ -25,6 +25,7 @@ from tests.exercises.support import (
     assert_graders_accept_and_name,
     assert_mistakes_distinct,
     assert_parts_match_module,
+    code_part,
     load_by_path,
 )
 
@@ -33,22 +34,9 @@ EX = ExerciseUnderTest.load(ex)
 VARIANTS = EX.variants()
 spec = EX.spec_fixture()
 CODE = EX.folder / "code"
-MUTANTS = sorted((CODE / "mutants").glob("*.py"))
 SEED = 4242
 
 STARVATION = "no starvation: worst TTFT within 2x of first come, first served's"
-
-# Which check must catch each mutant (it may fail others too).
-CAUGHT_BY = {
-    "fcfs": "mean TTFT within 30 % of the reference's",
-    "sjf_no_aging": STARVATION,
-    "aging_wrong_sign": STARVATION,
-    "aging_unscaled": STARVATION,
-    "aging_from_now": STARVATION,
-    "sort_by_prompt": "mean TTFT within 30 % of the reference's",
-    "priority_ascending": "mean TTFT within 30 % of the reference's",
-    "keyed_by_length": "valid order on every call",
-}
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -209,25 +197,6 @@ def test_reference_passes_every_workload(all_cases: list[dict[str, Any]],
         assert all(t > 0 for t in ttft.values())
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
-def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
-                                expected: list[dict[str, Any]]) -> None:
-    first = mutant.read_text().splitlines()[0]
-    assert first.startswith("# MUTANT: "), first
-    module = _load(mutant, f"q10_test_mutant_{mutant.stem}")
-    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
-    assert _score(results) < 1
-    failed = {c.name: c for c in results if not c.passed}
-    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
-    for c in failed.values():  # each failure names a workload the student can rebuild
-        assert "Smallest:" in c.message and "workload " in c.message, c.message
-
-
-def test_every_mutant_is_listed() -> None:
-    assert len(MUTANTS) >= 6
-    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
-
-
 def test_the_blurbs_queue_exposes_fcfs(all_cases: list[dict[str, Any]],
                                        expected: list[dict[str, Any]]) -> None:
     # Hand-written: on the blurb's queue FCFS gives 1.86 s against the reference's 0.51 s.
@@ -343,7 +312,7 @@ def test_errors_and_malformed_lines_fail_every_check(all_cases: list[dict[str, A
 
 def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
                                                expected: list[dict[str, Any]]) -> None:
-    module = _load(CODE / "mutants" / "fcfs.py", "q10_test_fcfs_again")
+    module = code_part("hol_blocking_policy").module("fcfs")
     results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
                                                 ex.CANONICAL)}
     msg = results["mean TTFT within 30 % of the reference's"].message
@@ -460,7 +429,7 @@ def test_hostile_patched_simulator_earns_what_its_answers_earn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # First come, first served, with the driver's clock stopped (every step a nanosecond): its
     # answers at the (few) calls whose queue still matches replay; nothing scores above FCFS.
-    fcfs = _load(CODE / "mutants" / "fcfs.py", "q10_hostile_fcfs")
+    fcfs = code_part("hol_blocking_policy").module("fcfs")
     honest = _score(checks.check(all_cases, _run(fcfs, all_cases), expected, ex.CANONICAL))
     patched = types.SimpleNamespace(**{n: getattr(sim, n) for n in dir(sim)
                                        if not n.startswith("__")})
@@ -484,3 +453,9 @@ def test_the_engine_reads_only_the_recorded_front(all_cases: list[dict[str, Any]
         reqs, config, cost = checks._engine(case["input"])
         whole = sim.simulate(reqs, config, cost, reference.order)
         assert _replayed(reference, case).ttft == {r: t.ttft for r, t in whole.requests.items()}
+
+
+def test_every_mutant_failure_names_its_smallest_case() -> None:
+    # Each check a mutant (code/mutants.toml) fails names the smallest workload.
+    for name, c in code_part("hol_blocking_policy").failures():
+        assert "Smallest:" in c.message and "workload " in c.message, (name, c.message)

@@ -23,6 +23,7 @@ from tests.exercises.support import (
     assert_graders_accept_and_name,
     assert_mistakes_distinct,
     assert_parts_match_module,
+    code_part,
     load_by_path,
 )
 
@@ -30,25 +31,9 @@ ex = load_by_path("region_loss_fleet")
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS = EX.folder, EX.parts
 CODE = FOLDER / "code"
-MUTANTS = sorted((CODE / "mutants").glob("*.py"))
-EQUIVALENTS = sorted((CODE / "equivalents").glob("*.py"))
 VARIANTS = EX.variants()
 SEED = 2024
 spec = EX.spec_fixture()
-
-# Which check must catch each mutant (it may fail others too).
-CAUGHT_BY = {
-    "accepts_one_region": "rejects invalid input",
-    "balanced_term_only": "survives the loss of any one region",
-    "continuous_then_ceil": "smallest total",
-    "dmax_term_only": "survives the loss of any one region",
-    "ignores_U": "each region covers its own peak",
-    "proportional_spare": "survives the loss of any one region",
-    "rounds_own_to_nearest": "each region covers its own peak",
-    "spare_on_largest": "survives the loss of any one region",
-    "sum_of_ceilings": "smallest total",
-    "ties_to_last": "spare placed by the rule",
-}
 
 
 def _load(path: Path, name: str) -> ModuleType:
@@ -217,35 +202,10 @@ def test_reference_matches_the_brute_force_on_small_hidden_cases(
     assert tried >= 10
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda p: p.stem)
-def test_every_mutant_is_caught(mutant: Path, all_cases: list[dict[str, Any]],
-                                expected: list[dict[str, Any]]) -> None:
-    assert mutant.read_text(encoding="utf-8").startswith('"""MUTANT: ')
-    results = _grade(mutant, f"q32_test_mutant_{mutant.stem}", all_cases, expected)
-    assert _score(results) < 1
-    failed = {c.name: c for c in results if not c.passed}
-    assert CAUGHT_BY[mutant.stem] in failed, sorted(failed)
-    for c in failed.values():
-        assert "Smallest: min_fleet({" in c.message, c.message
-
-
-def test_every_mutant_is_listed() -> None:
-    assert len(MUTANTS) >= 6
-    assert {p.stem for p in MUTANTS} == set(CAUGHT_BY)
-
-
-@pytest.mark.parametrize("equivalent", EQUIVALENTS, ids=lambda p: p.stem)
-def test_equivalents_really_are(equivalent: Path, all_cases: list[dict[str, Any]],
-                                expected: list[dict[str, Any]]) -> None:
-    assert equivalent.read_text(encoding="utf-8").startswith("# EQUIVALENT")
-    results = _grade(equivalent, f"q32_test_equivalent_{equivalent.stem}", all_cases, expected)
-    assert _score(results) == 1
-
-
 def test_survival_message_names_the_lost_region(all_cases: list[dict[str, Any]],
                                                 expected: list[dict[str, Any]]) -> None:
-    results = {c.name: c for c in _grade(CODE / "mutants" / "spare_on_largest.py",
-                                         "q32_test_spare_again", all_cases, expected)}
+    results = {c.name: c for c in code_part("region_loss_fleet").results(
+        code_part("region_loss_fleet").module("spare_on_largest"))}
     message = results["survives the loss of any one region"].message
     assert "losing " in message and "req/s under U" in message
 
@@ -290,3 +250,9 @@ def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
     assert 120 <= len(a) <= 200
     for c in a:
         assert c["id"].startswith("edge-") or checks._float_safe(c["input"])
+
+
+def test_every_mutant_failure_names_its_smallest_case() -> None:
+    # Each check a mutant (code/mutants.toml) fails names the smallest call.
+    for name, c in code_part("region_loss_fleet").failures():
+        assert "Smallest: min_fleet({" in c.message, (name, c.message)

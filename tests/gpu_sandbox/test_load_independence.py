@@ -40,11 +40,12 @@ def _kernel_exercises() -> list[ExerciseSpec]:
 def _chosen_files(spec: ExerciseSpec) -> set[str]:
     """The reference, and the first listed case with the lowest score above 0: that score is
     the sm_90 compile check alone (the cases fail), the check a slow compile used to cost."""
-    cases = [c for c in spec.selftest if c.file and spec.part(c.part).type == "kernel"]
+    cases = [c for c in spec.selftest if (c.file or c.mutant)
+             and spec.part(c.part).type == "kernel"]
     reference = [c.file for c in cases if c.score == 1.0][:1]
     positive = [c for c in cases if c.score and 0 < c.score < 1]
     lowest = min((c.score for c in positive), default=None)
-    partial = [c.file for c in positive if c.score == lowest][:1]
+    partial = [c.file or c.mutant for c in positive if c.score == lowest][:1]
     return {f for f in (*reference, *partial) if f}
 
 

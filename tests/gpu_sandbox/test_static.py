@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exercises import mutants
 from gpu_sandbox.static import MAX_PROBLEMS, Problem, check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,14 +160,14 @@ def test_exercise_kernels_pass(path: Path) -> None:
     assert check(path.read_text(encoding="utf-8"), entry) == []
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "exercises").glob(
-    "*/kernel/mutants/torch_in_wrapper.py")), ids=lambda p: str(p.relative_to(ROOT)))
-def test_exercise_torch_in_wrapper_mutants_fail(path: Path) -> None:
-    task = path.parent.parent / "task.py"
+@pytest.mark.parametrize("kernel", sorted((ROOT / "exercises").glob("*/kernel/mutants.toml")),
+                         ids=lambda p: p.parent.parent.name)
+def test_exercise_torch_in_wrapper_mutants_fail(kernel: Path) -> None:
+    task = kernel.parent / "task.py"
     entry = next(line.split("=", 1)[1].strip().strip("\"'")
                  for line in task.read_text(encoding="utf-8").splitlines()
                  if line.startswith("ENTRY"))
-    assert "torch-compute" in rules_of(path.read_text(encoding="utf-8"), entry)
+    assert "torch-compute" in rules_of(mutants.source(kernel.parent, "torch_in_wrapper"), entry)
 
 
 # --- structure -----------------------------------------------------------------------------

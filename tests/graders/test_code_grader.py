@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from exercises import mutants
 from exercises.spec import PartSpec
 from exercises.stop_strings_stream import exercise as ex
 from graders import code as code_grader
@@ -102,7 +103,7 @@ def test_reference_scores_one_on_a_variant() -> None:
 
 
 def test_a_mutant_scores_below_one_and_names_the_smallest_case() -> None:
-    source = (CODE / "mutants" / "no_holdback.py").read_text(encoding="utf-8")
+    source = mutants.source(CODE, "no_holdback")
     r = code_grader.grade(PART, source, _ctx())
     assert 0 < r.score < 1 and r.verdict == "partial"
     failed = [c for c in r.checks if not c.passed]
@@ -114,7 +115,7 @@ def test_a_mutant_scores_below_one_and_names_the_smallest_case() -> None:
 
 
 def test_fixed_buffer_fails_only_the_hold_back_check() -> None:
-    source = (CODE / "mutants" / "fixed_buffer.py").read_text(encoding="utf-8")
+    source = mutants.source(CODE, "fixed_buffer")
     r = code_grader.grade(PART, source, _ctx())
     assert [c.name for c in r.checks if not c.passed] == ["minimal hold-back after every push"]
     assert r.score == pytest.approx(0.9)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from graders.code import expose_shared_modules, load_module
-from tests.exercises.support import load_by_path
+from tests.exercises.support import code_part, load_by_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 12345
@@ -57,7 +57,7 @@ class Exercise:
                 for c in self.cases]
 
     def mutant(self, stem: str) -> ModuleType:
-        return load_module(self.code / "mutants" / f"{stem}.py")
+        return code_part(self.slug).module(stem)
 
     def grade(self, got: list[Output]) -> dict[str, Any]:
         return {c.name: c for c in self.checks.check(self.cases, got, self.expected,

@@ -318,7 +318,7 @@ def test_the_submission_sees_only_its_own_files(sandbox: None,
     root = Path(__file__).resolve().parents[2]
     targets = {
         "checks": CODE / "checks.py", "reference": CODE / "reference.py",
-        "mutants": CODE / "mutants" / "no_holdback.py", "database": root / "var" / "db.sqlite3",
+        "mutants": CODE / "mutants.toml", "database": root / "var" / "db.sqlite3",
         "settings": root / "practice" / "settings" / "base.py",
         "grader": Path(code_grader.__file__),
     }

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from exercises import registry
+from exercises import mutants, registry
 from practice import actions
 from practice.models import Exercise, Submission, User
 
@@ -39,7 +39,7 @@ def test_worker_grades_code_through_the_sandbox(celery_broker: Any, start_worker
     start_worker()
     user = User.objects.create_user("w", password="pw-w-12345")
     reference = (registry.get(SLUG).code_dir / "reference.py").read_text()
-    mutant = sorted((registry.get(SLUG).code_dir / "mutants").glob("*.py"))[0].read_text()
+    mutant = mutants.load(registry.get(SLUG).code_dir)[0].source
 
     good = wait_finished(submit_code(user, reference).pk)
     assert good.status == "graded" and good.score == 1.0, good.result

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 import graders
-from exercises import registry
+from exercises import mutants, registry
 from graders.base import GradeResult, InvalidAnswer
 from runners import Backend, SandboxResult, SandboxSpec, runtime_python
 from runners import cgroups as cg
@@ -1078,12 +1078,10 @@ def _radix_slow_in_match(work: str, prelude: str = "") -> str:
 
 
 SLOW_SOLUTIONS: dict[str, tuple[str, str, str]] = {
-    "block-pool": ("block_pool_hash_chain", "pool", (
-        registry.EXERCISES_DIR / "block_pool_hash_chain" / "code" / "mutants"
-        / "scan_instead_of_table.py").read_text(encoding="utf-8")),
-    "chained-hash": ("chained_block_hash", "model", (
-        registry.EXERCISES_DIR / "chained_block_hash" / "code" / "mutants"
-        / "linear_scan_lookup.py").read_text(encoding="utf-8")),
+    "block-pool": ("block_pool_hash_chain", "pool", mutants.source(
+        registry.EXERCISES_DIR / "block_pool_hash_chain" / "code", "scan_instead_of_table")),
+    "chained-hash": ("chained_block_hash", "model", mutants.source(
+        registry.EXERCISES_DIR / "chained_block_hash" / "code", "linear_scan_lookup")),
     # Slow on long prompts, in CPU time.
     "radix-trie": ("radix_prefix_trie", "trie", _radix_slow_in_match("sum(range(6_000_000))")),
 }

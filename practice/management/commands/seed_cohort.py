@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from exercises import registry
+from exercises import mutants, registry
 from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
 from graders.base import GradeResult
 from graders.selftest import SANDBOXED, answer_text
@@ -175,8 +175,7 @@ def _plan(ex: Exercise, rng: random.Random) -> Plan:
         plan.mistake_rank[part.id] = {n: 1 / (i + 1) ** 1.3 for i, n in enumerate(seen)}
         if part.type in SANDBOXED:
             folder = spec.path / SANDBOXED[part.type]
-            plan.wrong_code[part.id] = [p.read_text(encoding="utf-8") for p in
-                                        sorted((folder / "mutants").glob("*.py"))[:4]]
+            plan.wrong_code[part.id] = [m.source for m in mutants.load(folder)[:4]]
     return plan
 
 
