@@ -42,7 +42,7 @@ from runners import (  # noqa: E402
     runtime_venv_host_path,
 )
 
-# What the sandbox sets too (runners.bwrap.BASE_ENV), so bare runs do the same work.
+# What the sandbox sets too (runners.sandbox_env.BASE_ENV), so bare runs do the same work.
 BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}

@@ -12,11 +12,8 @@ import os
 import threading
 
 from runners.base import Backend, SandboxUnavailable
-from runners.bwrap import (
-    SANDBOX_PYTHON,
-    BwrapBackend,
-    runtime_venv_host_path,
-)
+from runners.bwrap import BwrapBackend
+from runners.sandbox_env import SANDBOX_PYTHON, runtime_venv_host_path
 from runners.spec import SandboxResult, SandboxSpec, SpecError, Verdict
 
 __all__ = [
@@ -43,9 +40,9 @@ def _janitor_once() -> None:
         _janitor_done = True
         # Cgroups, job dirs and (with an explicit slot) stray processes left by a worker that
         # was kill -9ed mid-run (pitfall #13).
-        from runners import bwrap
+        from runners import janitor
 
-        bwrap.janitor()
+        janitor.janitor()
 
 
 BACKENDS = ("auto", "bwrap", "docker")

@@ -46,9 +46,9 @@ from docker.errors import DockerException, ImageNotFound
 from docker.types import DeviceRequest, LogConfig, Ulimit
 
 from runners.base import SandboxUnavailable
-from runners.bwrap import BASE_ENV, SANDBOX_PYTHON
 from runners.capture import CHUNK, DRAIN_S, Captured
 from runners.cgroups import owner_alive, owner_tag
+from runners.sandbox_env import BASE_ENV, SANDBOX_PYTHON
 from runners.seccomp import docker_profile_json
 from runners.spec import MiB, SandboxResult, SandboxSpec
 

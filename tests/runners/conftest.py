@@ -45,7 +45,7 @@ def free_slot() -> Iterator[int]:
     """Give this test session a worker slot whose uid no process uses right now, so "no process
     of the slot uid survives" checks our runs only (another pytest on the host may share
     pid % 32)."""
-    from runners.bwrap import SLOT_UID_BASE, SLOTS
+    from runners.identity import SLOT_UID_BASE, SLOTS
 
     busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
     candidates = [s for s in range(SLOTS) if SLOT_UID_BASE + s not in busy] or list(range(SLOTS))

@@ -31,8 +31,8 @@ from docker.types import DeviceRequest, LogConfig, Ulimit
 import runners
 from runners import SandboxSpec, SandboxUnavailable, get_backend, runtime_python
 from runners import docker as dk
-from runners.bwrap import BASE_ENV
 from runners.cgroups import owner_tag
+from runners.sandbox_env import BASE_ENV
 from runners.seccomp import docker_profile_json
 from tests.deploy.dockerfile import instructions
 

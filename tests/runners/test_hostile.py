@@ -39,7 +39,9 @@ from exercises import mutants, registry
 from graders.base import GradeResult, InvalidAnswer
 from runners import Backend, SandboxResult, SandboxSpec, runtime_python
 from runners import cgroups as cg
-from runners.bwrap import BwrapBackend, leftover_job_dirs, processes_of_uid, run_uid
+from runners.bwrap import BwrapBackend
+from runners.identity import processes_of_uid, run_uid
+from runners.janitor import leftover_job_dirs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -364,7 +366,7 @@ def test_the_lane_is_at_baseline_after_a_run(hostile_backend: Backend) -> None:
     beyond the slack that no file backs, and no socket in its network namespace."""
     if not isinstance(hostile_backend, BwrapBackend):
         pytest.skip("lanes are the bwrap backend's; docker starts each run in a new container")
-    from runners import bwrap
+    from runners import lanes
 
     pin = run(hostile_backend, PIN_IN_FLIGHT, f"roofline-pin-{uuid.uuid4().hex}", "64")
     assert pin.verdict == "OK", pin
@@ -372,9 +374,9 @@ def test_the_lane_is_at_baseline_after_a_run(hostile_backend: Backend) -> None:
     if setup.version != "none":
         lane = cg.lane_cgroup(setup, 0)
         assert lane.pinned_bytes() <= cg.PINNED_SLACK_BYTES, lane.pinned_bytes()
-    netns = bwrap._lane_netns(0)
+    netns = lanes.lane_netns(0)
     if netns is not None:
-        assert bwrap._unix_sockets_in(netns) == 0
+        assert lanes.unix_sockets_in(netns) == 0
 
 
 # -- host files -------------------------------------------------------------------------------

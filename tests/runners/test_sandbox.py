@@ -19,19 +19,16 @@ from runners import (
     SandboxUnavailable,
     SpecError,
     get_backend,
+    identity,
+    janitor,
     runtime_python,
 )
 from runners import bwrap as bwrap_module
 from runners import cgroups as cg
 from runners.base import SandboxSetupError
-from runners.bwrap import (
-    SLOT_UID_BASE,
-    SLOTS,
-    BwrapBackend,
-    processes_of_uid,
-    run_uid,
-    runtime_venv_host_path,
-)
+from runners.bwrap import BwrapBackend
+from runners.identity import SLOT_UID_BASE, SLOTS, processes_of_uid, run_uid
+from runners.sandbox_env import runtime_venv_host_path
 
 PROJECT = str(Path(__file__).resolve().parents[2])
 MiB = 1 << 20
@@ -536,7 +533,7 @@ def test_janitor_kills_leftovers_of_an_explicit_slot(monkeypatch: pytest.MonkeyP
         deadline = time.monotonic() + 5
         while stray.pid not in processes_of_uid(uid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        done = bwrap_module.janitor()
+        done = janitor.janitor()
         assert done["processes"] >= 1
         assert stray.wait(timeout=5) == -signal.SIGKILL
     finally:
@@ -549,7 +546,7 @@ def test_fast_spawn_restores_the_worker_thread(sandbox: Backend) -> None:
     """Starting bwrap directly gives the spawning thread the slot identity for a moment: after
     runs from a worker thread, that thread and the main thread are root again, in the host's
     network namespace, with their groups, and the process is still dumpable."""
-    if not isinstance(sandbox, BwrapBackend) or not bwrap_module.fast_spawn_available():
+    if not isinstance(sandbox, BwrapBackend) or not identity.fast_spawn_available():
         pytest.skip("the fast spawn path is not used here")
     before = (os.getresuid(), os.getresgid(), os.getgroups(), os.readlink("/proc/self/ns/net"))
     seen: list[tuple[object, ...]] = []
@@ -577,7 +574,7 @@ def test_exec_chain_fallback_still_confines(sandbox: Backend,
     if not isinstance(sandbox, BwrapBackend):
         pytest.skip("bwrap-specific")
     monkeypatch.setenv("ROOFLINE_SANDBOX_EXEC_CHAIN", "1")
-    assert not bwrap_module.fast_spawn_available()
+    assert not identity.fast_spawn_available()
     code = ("import os, resource\n"
             "print(os.getuid(), resource.getrlimit(resource.RLIMIT_CPU),\n"
             "      resource.getrlimit(resource.RLIMIT_NOFILE))\n")
@@ -592,11 +589,11 @@ def test_bwrap_never_starts_as_root_even_if_the_drop_fails(
     """Defence in depth for pitfall #1: if the spawning thread kept root (simulated by a
     no-op identity switch), bwrap is caught at the gate and the payload never runs."""
     if (not isinstance(sandbox, BwrapBackend) or os.geteuid() != 0
-            or not bwrap_module.fast_spawn_available()):
+            or not identity.fast_spawn_available()):
         pytest.skip("needs the fast spawn path as root")
     import contextlib as cl
 
-    monkeypatch.setattr(bwrap_module, "_thread_identity",
+    monkeypatch.setattr(identity, "thread_identity",
                         lambda *a, **k: cl.nullcontext())
     with pytest.raises(SandboxUnavailable) as info:
         py(sandbox, "print('payload ran')")
