@@ -235,13 +235,41 @@ def test_big_allocation_is_refused(sandbox: Backend) -> None:
         assert result.verdict == "MLE" and result.oom_killed, result
 
 
+# Four children each fill 100 MiB and hold it until every one has filled or died: any two
+# together are over the 192 MiB limit, however the scheduler orders them. (Children that exit
+# at once can run one after another on a busy machine and never overlap: CI saw that pass OK.)
+SHARED_LIMIT_CHILDREN = """
+import os, select
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+pids = {}
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r); os.close(go_w)
+        b = bytearray(100 << 20); b[::4096] = b'x' * len(b[::4096])
+        os.write(ready_w, bytes([i]))
+        os.read(go_r, 1)  # hold the memory until the parent lets go
+        os._exit(0)
+    pids[pid] = i
+os.close(ready_w); os.close(go_r)
+ready, dead = set(), {}
+while len(ready | set(dead)) < 4:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        ready.update(os.read(ready_r, 4))
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    if pid:
+        dead[pids[pid]] = status
+os.close(go_w)
+while len(dead) < 4:
+    pid, status = os.wait()
+    dead[pids[pid]] = status
+print([dead[i] for i in range(4)])
+"""
+
+
 def test_children_share_one_memory_limit(sandbox: Backend) -> None:
-    code = ("import os\n"
-            "for _ in range(4):\n"
-            "    if os.fork() == 0:\n"
-            "        b = bytearray(100 << 20); b[::4096] = b'x' * len(b[::4096]); os._exit(0)\n"
-            "print([os.wait()[1] for _ in range(4)])\n")
-    result = py(sandbox, code, memory_bytes=192 * MiB, wall_timeout_s=10)
+    result = py(sandbox, SHARED_LIMIT_CHILDREN, memory_bytes=192 * MiB, wall_timeout_s=10)
     if result.memory_isolation != "cgroup":
         pytest.skip("no memory cgroup here: children are bounded only per process")
     # The parent may exit 0 although its children were OOM-killed (pitfall #11).
