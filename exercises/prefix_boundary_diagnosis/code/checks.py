@@ -16,10 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -265,38 +264,24 @@ def _diagnosis(draw: st.DrawFn) -> tuple[float, dict[str, float], float]:
     return observed, predictions, draw(st.sampled_from((2, 4, 8))) / 64
 
 
-def _collect(strategy: st.SearchStrategy[Any], seed: int, n: int) -> list[Any]:
-    drawn: list[Any] = []
-
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(value)
-
-    collect()
-    return drawn
-
-
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int) -> tuple[str, ...]:
     out: list[Case] = []
-    for a, b, block in _collect(_pair(), seed, N_RANDOM["reusable_tokens"]):
+    for a, b, block in checkkit.draw(_pair(), seed, N_RANDOM["reusable_tokens"]):
         out.append(reuse_case("", a, b, block))
-    for a, b, _ in _collect(_pair(), seed + 1, N_RANDOM["common_prefix_len"]):
+    for a, b, _ in checkkit.draw(_pair(), seed + 1, N_RANDOM["common_prefix_len"]):
         out.append(lcp_case("", a, b))
-    for trace, block, replicas, assign, _ in _collect(_trace(False), seed + 2,
-                                                      N_RANDOM["predict_window"]):
+    for trace, block, replicas, assign, _ in checkkit.draw(_trace(False), seed + 2,
+                                                           N_RANDOM["predict_window"]):
         out.append(window_case("", trace, block, replicas, assign))
-    for trace, block, replicas, assign, cap in _collect(_trace(True), seed + 3,
-                                                        N_RANDOM["predict_capacity"]):
+    for trace, block, replicas, assign, cap in checkkit.draw(_trace(True), seed + 3,
+                                                             N_RANDOM["predict_capacity"]):
         out.append(window_case("", trace, block, replicas, assign, cap))
-    for before, after in _collect(_deltas(), seed + 4, N_RANDOM["counter_delta"]):
+    for before, after in checkkit.draw(_deltas(), seed + 4, N_RANDOM["counter_delta"]):
         out.append(delta_case("", before, after))
-    for before, after in _collect(_observed(), seed + 5, N_RANDOM["observed_hit_rate"]):
+    for before, after in checkkit.draw(_observed(), seed + 5, N_RANDOM["observed_hit_rate"]):
         out.append(observed_case("", before, after))
-    for observed, predictions, tol in _collect(_diagnosis(), seed + 6, N_RANDOM["diagnose"]):
+    for observed, predictions, tol in checkkit.draw(_diagnosis(), seed + 6, N_RANDOM["diagnose"]):
         out.append(diagnose_case("", observed, predictions, tol))
     return tuple(json.dumps(c["input"], sort_keys=True) for c in out)
 
@@ -310,14 +295,7 @@ def size_key(case: Case) -> tuple[int, str]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-generated ones, deterministic for a seed, smallest first."""
     cases = [json.loads(json.dumps(c)) for c in EDGE_CASES]
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed)):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
     cases.sort(key=size_key)
     return cases
 
@@ -431,14 +409,6 @@ def _hint(inp: dict[str, Any], got: Any, exp: Any) -> str:
     return ""
 
 
-class _Verdict:
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((case, passed, message))
-
-
 def _well_formed(result: Any) -> bool:
     if not isinstance(result, dict):
         return False
@@ -456,7 +426,7 @@ def _well_formed(result: Any) -> bool:
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         inp = case["input"]
         name = check_name(inp)
@@ -475,18 +445,4 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
         v.add(name, case, ok, "" if ok else (
             f"expected {json.dumps(want)}, got {json.dumps(value)}{_hint(inp, value, want)} "
             f"— on {where}"))
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(results)} cases fail. Smallest: {message}",
-                            weight, {"case": case["id"], "failing": len(failures),
-                                     "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

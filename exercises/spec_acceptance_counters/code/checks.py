@@ -12,10 +12,9 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -259,28 +258,14 @@ def _steps_args(draw: st.DrawFn) -> tuple[int, float, int]:
     return emitted, length, eos
 
 
-def _collect(strategy: st.SearchStrategy[Any], seed: int, n: int) -> list[Any]:
-    drawn: list[Any] = []
-
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(value)
-
-    collect()
-    return drawn
-
-
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int) -> tuple[str, ...]:
     """The random cases for a seed, as JSON strings (hashable, and copied on every use)."""
     out = []
-    for k, big, events in _collect(_series_plan(), seed, RANDOM_SERIES):
+    for k, big, events in checkkit.draw(_series_plan(), seed, RANDOM_SERIES):
         out.append(json.dumps(windows_case("", build_series(k, big, events), k)["input"],
                               sort_keys=True))
-    for emitted, length, eos in _collect(_steps_args(), seed + 1, RANDOM_STEPS):
+    for emitted, length, eos in checkkit.draw(_steps_args(), seed + 1, RANDOM_STEPS):
         out.append(json.dumps(steps_case("", emitted, length, eos)["input"], sort_keys=True))
     return tuple(out)
 
@@ -296,14 +281,7 @@ def size_key(case: Case) -> tuple[int, int, str]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-generated ones, deterministic for a seed, smallest first."""
     cases = [json.loads(json.dumps(c)) for c in EDGE_CASES]
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed)):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
     cases.sort(key=size_key)
     return cases
 
@@ -370,14 +348,6 @@ def _close(a: Any, b: Any) -> bool:
     return abs(a - b) <= REL_TOL * max(1.0, abs(b))
 
 
-class _Verdict:
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((case, passed, message))
-
-
 CHECKS: tuple[tuple[str, float, str], ...] = (
     ("no crash", 1.0, "acceptance_windows and infer_steps ran on every case without an "
                       "unexpected exception."),
@@ -438,7 +408,8 @@ def _error_type(message: str) -> str:
     return message.split(":", 1)[0].strip()
 
 
-def _judge_steps(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_steps(case: Case, got: dict[str, Any], exp: dict[str, Any],
+                 v: checkkit.Verdicts) -> None:
     where = describe(case)
     e_out = exp["output"]
     g_out = got.get("output", {})
@@ -468,7 +439,8 @@ def _judge_steps(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdi
         f"counted as accepted), got {_short(g_out['value'])} — on {where}"))
 
 
-def _judge_windows(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_windows(case: Case, got: dict[str, Any], exp: dict[str, Any],
+                   v: checkkit.Verdicts) -> None:
     inp = case["input"]
     where = describe(case)
     if "error" in got or "error" in got.get("output", {}):
@@ -549,7 +521,7 @@ def _rates(xs: list[Any]) -> str:
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         fn = case["input"]["fn"]
         if not well_formed(g, fn):
@@ -558,18 +530,4 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
             _judge_steps(case, g, e, v)
         else:
             _judge_windows(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(results)} cases fail. Smallest: {message}",
-                            weight, {"case": case["id"], "failing": len(failures),
-                                     "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

@@ -11,10 +11,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 # The blurb's trace: "Price:" " 5" then the euro sign in two tokens, then the stop in three.
@@ -146,20 +145,8 @@ def _random_case(draw: st.DrawFn) -> tuple[list[bytes], list[str], bool]:
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON strings (hashable, and copied on every use)."""
-    drawn: list[str] = []
-
-    # Only the generate phase: no example database, no shrinking, no replay of earlier failures,
-    # so the same seed always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_random_case())
-    def collect(case: tuple[list[bytes], list[str], bool]) -> None:
-        tokens, stops, include = case
-        drawn.append(json.dumps(make_case("", tokens, stops, include)["input"], sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(make_case("", tokens, stops, include)["input"], sort_keys=True)
+                 for tokens, stops, include in checkkit.draw(_random_case(), seed, n))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
@@ -170,14 +157,8 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
         cases.append(make_case(f"edge-{name}-include", tokens, stops, True))
     for name, tokens, stops in EMPTY_STOP_CASES:
         cases.append(make_case(f"edge-{name}", tokens, stops, False))
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(
+        cases, [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)])
     cases.sort(key=size_key)
     return cases
 
@@ -210,17 +191,6 @@ def _decoded_prefixes(tokens: list[bytes]) -> list[str]:
 
 def _error_type(message: str) -> str:
     return message.split(":", 1)[0].strip()
-
-
-class _Verdict:
-    """Collects, per check name, one (case, passed, message, details) per case it applies to."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str, dict[str, Any]]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "",
-            details: dict[str, Any] | None = None) -> None:
-        self.results.setdefault(name, []).append((case, passed, message, details or {}))
 
 
 # name -> (weight, message when every applicable case passes)
@@ -274,7 +244,8 @@ def well_formed(result: Any, n_tokens: int) -> bool:
     return ok
 
 
-def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any],
+                v: checkkit.Verdicts) -> None:
     inp = case["input"]
     tokens = _tokens(inp)
     if not well_formed(got, len(tokens)):
@@ -282,7 +253,6 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
     e_out = exp["output"]
     e_stream = e_out.get("stream")
     where = describe(case)
-    base = {"case": case["id"]}
 
     if "error" in got:
         # The driver produced nothing usable for this case: every check that applies fails.
@@ -291,7 +261,7 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         names += ([n for n, _, _ in CHECKS[:6]] if e_stream is not None
                   else ["rejects empty stop strings"])
         for name in names:
-            v.add(name, case, False, msg, base)
+            v.add(name, case, False, msg)
         return
     g_out = got["output"]
     g_stream = g_out.get("stream")
@@ -307,7 +277,7 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         else:
             ok = False
             msg = f"reference_output raised {g_out.get('reference_output_error')} — on {where}"
-        v.add("reference_output function", case, ok, msg, base | {"expected": list(exp_ro)})
+        v.add("reference_output function", case, ok, msg, details={"expected": list(exp_ro)})
     else:
         want = _error_type(e_out["reference_output_error"])
         err = g_out.get("reference_output_error")
@@ -315,7 +285,7 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         msg = "" if ok else (f"reference_output should raise {want} here, but it "
                              f"{'raised ' + err if err else 'returned ' + _short(g_out.get('reference_output'))}"
                              f" — on {where}")
-        v.add("reference_output function", case, ok, msg, base)
+        v.add("reference_output function", case, ok, msg)
 
     if e_stream is None:
         # The reference rejected the input (an empty stop string): so must the student.
@@ -325,14 +295,14 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         msg = "" if ok else (f"StopStreamer({_short(inp['stops'])}) should raise {want} (an empty "
                              f"stop would match before every output), but it "
                              f"{'raised ' + err if err else 'was accepted'} — on {where}")
-        v.add("rejects empty stop strings", case, ok, msg, base)
+        v.add("rejects empty stop strings", case, ok, msg)
         return
 
     e_final = "".join(e_stream["deltas"]) + e_stream["final"]
     if g_stream is None:
         msg = f"push()/finish() raised {g_out.get('stream_error')} — on {where}"
         for name, _, _ in CHECKS[:6]:
-            v.add(name, case, False, msg, base)
+            v.add(name, case, False, msg)
         return
     v.add("no crash", case, True)
 
@@ -341,7 +311,7 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
     v.add("concatenated output matches", case, ok,
           "" if ok else f"expected the client to end up with {_short(e_final)}, got "
                         f"{_short(g_final)} — on {where}",
-          base | {"expected": e_final, "got": g_final})
+          details={"expected": e_final, "got": g_final})
 
     # Where the stream stopped, and why.
     e_at = e_stream["stopped_after"].index(True) if True in e_stream["stopped_after"] else None
@@ -363,7 +333,7 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         problems.append(f"stop_reason is {_short(g_stream['stop_reason'])}, expected "
                         f"{_short(e_stream['stop_reason'])}")
     v.add("stops at the right token with the right stop_reason", case, not problems,
-          "; ".join(problems) + f" — on {where}" if problems else "", base)
+          "; ".join(problems) + f" — on {where}" if problems else "")
 
     # Safety and minimality, push by push, up to the push that completes the stop.
     decoded = _decoded_prefixes(tokens)
@@ -389,8 +359,8 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
                         f"{_short(held_e)} can still become part of a stop, so the client should "
                         f"have {_short(sent_e)}")
             hold += f" — on {where}"
-    v.add("never sends text a stop later removes", case, not leak, leak, base)
-    v.add("minimal hold-back after every push", case, not hold, hold, base)
+    v.problem("never sends text a stop later removes", case, leak)
+    v.problem("minimal hold-back after every push", case, hold)
 
     if e_at is not None:
         extra = [(f"push {j + 1} ({tokens[j]!r}) returned {_short(g_stream['deltas'][j])}")
@@ -401,26 +371,13 @@ def _judge_case(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdic
         if extra:
             msg = (f"the stop completed at push {e_at + 1} ({tokens[e_at]!r}), so everything after "
                    f"it must be ignored, but {extra[0]} — on {where}")
-        v.add("nothing after the stop", case, not extra, msg, base)
+        v.add("nothing after the stop", case, not extra, msg)
 
 
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         _judge_case(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue  # no case exercises this check (e.g. Run uses only the public examples)
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message, details = min(failures, key=lambda r: size_key(r[0]))
-        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
-        checks.append(Check(name, False, prefix + message, weight,
-                            details | {"failing": len(failures), "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

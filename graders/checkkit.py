@@ -1,0 +1,135 @@
+"""What every code part's checks.py shares: Hypothesis draws pinned to a seed, the random cases
+made from them, and the per-check verdicts summed up as "N of M cases fail. Smallest: ...".
+
+checks.py runs in the worker (graders.code.load_module loads it by path), so it imports this
+module directly: `from graders import checkkit`. The sandbox never sees it.
+
+    drawn = checkkit.draw(_random_input(), seed, RANDOM_CASES)      # Hypothesis, pinned
+    cases += checkkit.drawn_cases(cases, drawn)                     # random-001, ...
+    v = checkkit.Verdicts(size_key)                                 # per check, per case
+    v.add("no crash", case, passed, message)
+    return v.checks(CHECKS)                                         # one Check per name
+
+A failing check names one case only, the smallest by the exercise's own `size_key` (or a rank
+the exercise gives per case), because the smallest failing case is the easiest to read and to
+replay by hand. The passing and failing messages and the Check details are the same for every
+exercise, so students read one format everywhere.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from graders.base import Check
+
+Case = dict[str, Any]
+# A checks.py's CHECKS: (name, weight, message when every case it applies to passes), in the
+# order the checks are shown.
+CheckTable = Sequence[tuple[str, float, str]]
+T = TypeVar("T")
+
+
+def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
+    """Up to `n` values of `strategy`, always the same list for the same seed.
+
+    phases=[generate] and database=None: no shrinking and no example database, so nothing of an
+    earlier run (or of another process) changes what a seed draws. Health checks are off
+    because a slow or filtering strategy must still give its cases, never fail the grading.
+    Callers cache the result per seed (drawing costs a Hypothesis run)."""
+    drawn: list[T] = []
+
+    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
+              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @hypothesis_seed(seed)
+    @given(strategy)
+    def collect(value: T) -> None:
+        drawn.append(value)
+
+    collect()
+    return drawn
+
+
+def drawn_cases(cases: Sequence[Case], drawn: Iterable[dict[str, Any]]) -> list[Case]:
+    """The drawn inputs as new cases `random-001`, `random-002`, ...: each input that no case
+    in `cases` has and no earlier draw had (compared as canonical JSON), numbered in draw order.
+    A repeat would be graded twice and count twice in "N of M cases fail"."""
+    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
+    fresh: list[Case] = []
+    for inp in drawn:
+        key = json.dumps(inp, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        fresh.append({"id": f"random-{len(fresh) + 1:03d}", "input": inp})
+    return fresh
+
+
+class Row(NamedTuple):
+    rank: Any  # None: the Verdicts' rank(case)
+    case: Case
+    passed: bool
+    message: str
+    details: dict[str, Any]
+
+
+class Verdicts:
+    """Per check name, one row per case the check applies to: the case, whether it passed,
+    the message for a failure and the rank that picks the smallest failure (by default
+    `rank(case)`, the exercise's size_key). A check no case applies to is left out of the
+    result (Run plays the public cases only, which may not reach every check)."""
+
+    def __init__(self, rank: Callable[[Case], Any] | None = None) -> None:
+        # Without `rank`, every add() gives its own.
+        self.rank = rank
+        self.rows: dict[str, list[Row]] = {}
+
+    def add(self, name: str, case: Case, passed: bool, message: str = "", *,
+            rank: Any = None, details: dict[str, Any] | None = None) -> None:
+        """One case's verdict on one check. `rank` replaces `rank(case)` where the smallest
+        failure is not the smallest case (the shortest failing prefix of a script, say);
+        `details` go into the Check's details when this row is the failure shown."""
+        self.rows.setdefault(name, []).append(Row(rank, case, passed, message, details or {}))
+
+    def problem(self, name: str, case: Case, message: str) -> None:
+        """A verdict written as the problem found: the case passes when `message` is empty."""
+        self.add(name, case, not message, message)
+
+    def _rank(self, row: Row) -> Any:
+        if row.rank is not None:
+            return row.rank
+        if self.rank is None:
+            raise TypeError(f"no rank for case {row.case['id']}: give Verdicts a rank(case)")
+        return self.rank(row.case)
+
+    def checks(self, table: CheckTable, *, noun: str = "cases", lead: str = "Smallest: ",
+               bare_when_alone: bool = False) -> list[Check]:
+        """One Check per name of `table` that some case applies to, in the table's order.
+
+        A failure reads "{failing} of {total} {noun} fail. {lead}{message}", the message of the
+        failing row of least rank (the first such row on a tie). `bare_when_alone`: a check
+        that applies to a single case shows that case's message alone (a count "1 of 1" says
+        nothing). Details: "cases" always; on a failure also "failing", "case" (the id of the
+        case shown) and the shown row's own details."""
+        out: list[Check] = []
+        for name, weight, ok_message in table:
+            rows = self.rows.get(name)
+            if not rows:
+                continue
+            failures = [r for r in rows if not r.passed]
+            if not failures:
+                out.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
+                continue
+            # Ranked only here, on the failures: a size_key may serialise the whole case.
+            shown = min(failures, key=self._rank)
+            head = f"{len(failures)} of {len(rows)} {noun} fail. {lead}"
+            if bare_when_alone and len(rows) == 1:
+                head = ""
+            out.append(Check(name, False, head + shown.message, weight,
+                             {"case": shown.case["id"], **shown.details,
+                              "failing": len(failures), "cases": len(rows)}))
+        return out

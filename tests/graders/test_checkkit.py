@@ -1,0 +1,68 @@
+"""graders/checkkit.py, the kit every code part's checks.py uses: seeded Hypothesis draws, the
+random cases made from them, and the "N of M cases fail. Smallest: ..." summary."""
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from graders import checkkit
+
+STRATEGY = st.lists(st.integers(0, 99), max_size=5)
+
+
+def _case(case_id: str, n: int) -> dict[str, Any]:
+    return {"id": case_id, "input": {"n": n}}
+
+
+def test_a_seed_always_draws_the_same_values_and_another_seed_others() -> None:
+    a = checkkit.draw(STRATEGY, 7, 30)
+    assert a == checkkit.draw(STRATEGY, 7, 30)
+    assert a != checkkit.draw(STRATEGY, 8, 30)
+    assert 0 < len(a) <= 30
+
+
+def test_drawn_cases_skip_inputs_already_there_and_number_the_rest() -> None:
+    cases = [_case("edge-one", 1)]
+    fresh = checkkit.drawn_cases(cases, [{"n": 1}, {"n": 2}, {"n": 2}, {"n": 3}])
+    assert fresh == [{"id": "random-001", "input": {"n": 2}},
+                     {"id": "random-002", "input": {"n": 3}}]
+    assert cases == [_case("edge-one", 1)]  # the caller appends
+
+
+def test_a_passing_check_says_so_with_its_case_count() -> None:
+    v = checkkit.Verdicts(lambda c: c["input"]["n"])
+    v.add("sums", _case("a", 1), True)
+    v.add("sums", _case("b", 2), True)
+    (check,) = v.checks([("sums", 2.0, "Every sum matched."), ("unused", 1.0, "-")])
+    assert (check.name, check.passed, check.message, check.weight) == \
+        ("sums", True, "Every sum matched.", 2.0)
+    assert check.details == {"cases": 2}
+
+
+def test_a_failing_check_counts_failures_and_shows_the_smallest() -> None:
+    v = checkkit.Verdicts(lambda c: c["input"]["n"])
+    v.add("sums", _case("big", 9), False, "wrong on 9")
+    v.add("sums", _case("ok", 0), True)
+    v.problem("sums", _case("small", 3), "wrong on 3")
+    v.problem("sums", _case("also-small", 3), "wrong on the other 3")  # a tie: the first wins
+    (check,) = v.checks([("sums", 1.0, "-")])
+    assert not check.passed
+    assert check.message == "3 of 4 cases fail. Smallest: wrong on 3"
+    assert check.details == {"case": "small", "failing": 3, "cases": 4}
+
+
+def test_a_rank_details_noun_and_lead_of_its_own() -> None:
+    v = checkkit.Verdicts(lambda c: c["input"]["n"])
+    v.add("speed", _case("a", 1), False, "slow at step 5", rank=(5,), details={"step": 5})
+    v.add("speed", _case("b", 9), False, "slow at step 2", rank=(2,), details={"step": 2})
+    (check,) = v.checks([("speed", 1.0, "-")], noun="workloads", lead="Shortest: ")
+    assert check.message == "2 of 2 workloads fail. Shortest: slow at step 2"
+    assert check.details == {"case": "b", "step": 2, "failing": 2, "cases": 2}
+
+
+def test_bare_when_alone_drops_the_count_for_a_single_case() -> None:
+    v = checkkit.Verdicts(lambda c: 0)
+    v.add("speed", _case("large", 0), False, "too slow")
+    (check,) = v.checks([("speed", 1.0, "-")], bare_when_alone=True)
+    assert check.message == "too slow"
