@@ -339,3 +339,82 @@ def test_replays_survive_ids_the_input_does_not_have(batching: Exercise, ledger:
     results = ledger.grade(forged)
     assert not results["trace matches the reference step by step"].passed
     assert not results["used blocks equal what the running requests hold"].passed
+
+
+# --- radix_prefix_trie: lock counts and sizes against the reference and what evict frees ------
+
+RADIX_LOCKS = "lock counts equal the running requests through each node"
+RADIX_SIZES = "sizes: evictable + protected = total, as the tree says"
+
+
+@pytest.fixture(scope="module")
+def radix() -> Exercise:
+    return Exercise("radix_prefix_trie")
+
+
+def _radix_locks_from_held(case: dict[str, Any], out: Output) -> None:
+    """Every node's reported lock_ref rewritten to the number of running requests whose held
+    node is it or lies below it (the driver's own `held`), so the snapshot always looks pinned
+    exactly right, whatever the cache's real counts are."""
+    for step in out.get("steps", []):
+        tree = step["tree"]
+        through = [0] * len(tree)
+        for idx in step["held"].values():
+            while 0 <= idx < len(tree):
+                through[idx] += 1
+                idx = tree[idx][0]
+        for j, node in enumerate(tree[1:], start=1):
+            node[3] = through[j]
+
+
+def _radix_sizes_from_tree(case: dict[str, Any], out: Output) -> None:
+    """The three sizes rewritten from the (reported) tree: unlocked tokens, locked tokens, all."""
+    for step in out.get("steps", []):
+        keys = [(len(n[1]), n[3]) for n in step["tree"][1:]]
+        free = sum(k for k, lock in keys if lock == 0)
+        pinned = sum(k for k, lock in keys if lock > 0)
+        step["sizes"] = [free, pinned, free + pinned]
+
+
+def _radix_locks_and_sizes(case: dict[str, Any], out: Output) -> None:
+    _radix_locks_from_held(case, out)
+    _radix_sizes_from_tree(case, out)
+
+
+def _radix_unaligned(case: dict[str, Any], out: Output) -> None:
+    """As above, with one stray node added to every snapshot, so that no step's tree is the
+    reference's and nothing can be compared with its lock counts node for node."""
+    for step in out.get("steps", []):
+        step["tree"].append([0, [99], [999], 0])
+    _radix_locks_and_sizes(case, out)
+
+
+# lock_node_only leaves the ancestors of a held node unpinned (and stale after a split);
+# split_forgets_lock gives the new upper half of a split lock_ref 0; sizes_ignore_locks never
+# moves tokens between its evictable and protected counters. Each, its figures rewritten to be
+# right, must still fail its check: the first two by what their evict frees, the third by the
+# long script's sizes (where the driver reports no tree to derive them from).
+@pytest.mark.parametrize(("stem", "check", "forger"), [
+    ("lock_node_only", RADIX_LOCKS, _radix_locks_and_sizes),
+    ("split_forgets_lock", RADIX_LOCKS, _radix_locks_and_sizes),
+    ("sizes_ignore_locks", RADIX_SIZES, _radix_locks_and_sizes),
+    ("lock_node_only", RADIX_LOCKS, _radix_unaligned),
+    ("split_forgets_lock", RADIX_LOCKS, _radix_unaligned),
+], ids=["node-only-locks", "split-forgets-lock", "sizes-ignore-locks", "node-only-unaligned",
+        "split-forgets-unaligned"])
+def test_radix_forged_locks_and_sizes_earn_nothing(
+        radix: Exercise, stem: str, check: str,
+        forger: Callable[[dict[str, Any], Output], None]) -> None:
+    honest = radix.run(radix.mutant(stem))
+    before = radix.grade(honest)
+    assert not before[check].passed
+    after = radix.grade(radix.forge(honest, forger))
+    assert not after[check].passed, after[check].message
+    assert _score(after) <= _score(before)
+
+
+def test_radix_reference_keeps_its_figures_under_the_forgeries(radix: Exercise) -> None:
+    # The forgers above rewrite nothing on a correct cache: its own figures are already right.
+    assert radix.forge(radix.expected, _radix_locks_and_sizes) == radix.expected
+    results = radix.grade(radix.expected)
+    assert results[RADIX_LOCKS].passed and results[RADIX_SIZES].passed

@@ -2,15 +2,19 @@
 
 A case input is {"page_size", "pool", "mode", "ops"} (see driver.py). Each result handed to
 `check()` is {"output": <driver.run_case dict>} or {"error": "..."}; `expected` holds the
-reference's results for the same cases. Most checks hold the student's trace both to invariants
-computed from the student's own snapshots (lock counts, sizes, slot conservation, links) and to
-the reference's exact outputs (slots, tree, free_fn calls). Every failure names the smallest
-case and the first operation where it broke, with the operations that lead there.
+reference's results for the same cases. The checks hold the student's trace to the reference's
+outputs (slots, tree, insert counts, free_fn calls; lock counts and sizes where the tree is the
+reference's) and to invariants worked out here from the cache's own answers (slot conservation,
+and what evict may free given what the running requests matched). A lock_ref or size the driver
+reads is never judged against other figures the driver reports (its `held`, its tree): the
+student's process can rewrite all of them to agree. Every failure names the smallest case and
+the first operation where it broke, with the operations that lead there.
 """
 from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -59,12 +63,13 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
     ("insert returns how many tokens were already cached", 1.0,
      "Every insert returned the reference's count."),
     ("lock counts equal the running requests through each node", 2.0,
-     "After every operation each node's lock_ref was the number of running requests whose "
-     "matched path passes through it."),
+     "After every operation each node's lock_ref was the reference's, evict never freed what a "
+     "running request matched, and an evict that ran out of leaves kept only that."),
     ("evict frees whole unlocked leaves, least recently used first", 2.0,
      "Every eviction freed the reference's leaves, in its order, and returned the same count."),
     ("sizes: evictable + protected = total, as the tree says", 1.0,
-     "evictable_size, protected_size and total_size always matched the tree."),
+     "evictable_size, protected_size and total_size always matched the tree, on the long "
+     "script too."),
     ("slots: nothing freed twice, nothing leaked", 1.0,
      "Every slot was always in exactly one place: the tree, a running request, or the free "
      "queue."),
@@ -463,6 +468,105 @@ def slot_ledger(inp: dict[str, Any], steps: list[dict[str, Any]]
     return out
 
 
+class _Pins:
+    """What the student's cache must pin and what it holds, worked out here from its own answers
+    (match_prefix's slots, the free_fn calls) and the worker's slot ledger, never from the
+    driver's snapshot: a submission can rewrite every lock_ref and size the driver reads, but not
+    what its evict frees. A running request pins exactly the slots its match returned (the nodes
+    from the one match_prefix returned up to the root)."""
+
+    def __init__(self, page: int) -> None:
+        self.page = page
+        # rid -> (tokens, matched slots, own slots) of each request the ledger let run
+        self.running: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        # token prefix -> the slot of its last token, for every token the cache holds. Kept by
+        # prefix, not by insert's count: a wrong count misleads the driver's frees, not what the
+        # tree stores, and the insert check already charges it.
+        self.cached: dict[tuple[int, ...], int] = {}
+
+    def pinned(self) -> dict[int, str]:
+        return {x: rid for rid, (_, matched, _) in self.running.items() for x in matched}
+
+    def after(self, op: Op, s: dict[str, Any], freed: list[int],
+              handed: list[int] | None) -> None:
+        """Play the operation's effects on the model, in the driver's order."""
+        gone = set(freed)
+        self.cached = {k: x for k, x in self.cached.items() if x not in gone}
+        if op[0] == "start" and handed is not None:
+            self.running[str(op[1])] = (list(op[2]), [int(x) for x in s["m"]], handed)
+        elif op[0] == "finish" and str(op[1]) in self.running:
+            tokens, matched, own = self.running.pop(str(op[1]))
+            aligned = len(tokens) - len(tokens) % self.page
+            values = matched + own
+            # insert walks the tokens the tree already has and stores the rest as a new leaf,
+            # in whole pages
+            had = 0
+            while had < aligned and tuple(tokens[:had + 1]) in self.cached:
+                had += 1
+            for end in range(had - had % self.page + 1, aligned + 1):
+                self.cached[tuple(tokens[:end])] = values[end - 1]
+
+
+def _node_of(nodes: list[list[Any]] | None, slots: list[int]) -> str:
+    """`node [keys]` holding the first of `slots` in a snapshot (wording only, never judged)."""
+    owner = _owner_of(nodes or [])
+    j = next((owner[x] for x in slots if x in owner), None)
+    if nodes and j is not None:
+        return f"node {_toks(nodes[j][1])}"
+    return f"slot(s) {_toks(sorted(slots))}"
+
+
+def _judge_pins(i: int, op: Op, s: dict[str, Any], asked: int, pins: _Pins,
+                before: list[list[Any]] | None, after: list[list[Any]],
+                fail: Callable[[str, int, str], None]) -> list[int]:
+    """What this operation's evict did against what the running requests pin: it may never free
+    a pinned slot, and when it runs out of candidates (frees less than `asked`) everything left
+    is pinned. Returns the slots freed."""
+    freed = [int(x) for call in s.get("calls", []) for x in call]
+    pinned = pins.pinned()
+    if op[0] == "start":  # the request being started is pinned before the driver evicts for it
+        pinned.update(dict.fromkeys((int(x) for x in s["m"]), f"{op[1]} (being started)"))
+    hit = [x for x in freed if x in pinned]
+    if hit:
+        fail(LOCKS, i, f"evict freed slot(s) {_toks(hit)} ({_node_of(before, hit)}), which "
+             f"running request {pinned[hit[0]]} matched and still reads. inc_lock_ref pins "
+             "every node from the one match_prefix returned up to the root (a split copies the "
+             "count to the new upper node), and evict never takes a node with lock_ref > 0.")
+    elif asked > 0 and len(freed) < asked:
+        kept = sorted(set(pins.cached.values()) - set(freed) - set(pinned))
+        if kept:
+            fail(LOCKS, i, f"evict({asked}) freed only {len(freed)} token(s), so it ran out of "
+                 f"unlocked leaves; yet the cache still holds {_node_of(after, kept)}, which no "
+                 "running request matched. Something still pins it: a lock_ref that dec_lock_ref did "
+                 "not take back (it walks from the node to the root, as inc_lock_ref does; a "
+                 "split copies the count to the upper node), or a parent left without children "
+                 "that was never queued.")
+    return freed
+
+
+def _judge_lock_counts(i: int, tree: list[list[Any]], held: dict[str, int],
+                       e: dict[str, Any], fail: Callable[[str, int, str], None]) -> None:
+    """Where the student's tree is the reference's node for node: the same node held by each
+    request running in both, and the reference's lock_ref on every node."""
+    for rid, idx in held.items():
+        want = e["held"].get(rid)
+        if want is None or idx == want:
+            continue  # a request only one side runs: the slot and evict checks say why
+        if idx < 0:
+            fail(LOCKS, i, f"request {rid} is still running but the node it holds is no longer "
+                 "in the tree: a pinned node was evicted or unlinked.")
+        else:
+            fail(LOCKS, i, f"request {rid} holds node {_toks(tree[idx][1])}, but its match "
+                 f"ended at node {_toks(e['tree'][want][1])}.")
+        return
+    for n, x in zip(tree[1:], e["tree"][1:], strict=True):
+        if n[3] != x[3]:
+            fail(LOCKS, i, f"node {_toks(n[1])} has lock_ref {n[3]}, but {x[3]} running "
+                 "request(s) pass through it (inc_lock_ref and dec_lock_ref walk from the node "
+                 "to the root; a split copies the count to the new upper node).")
+            return
+
+
 def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
     inp = case["input"]
     ops = inp["ops"]
@@ -478,6 +582,7 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
 
     own: dict[str, list[int]] = {}
     ledger = slot_ledger(inp, steps)
+    pins = _Pins(page)
     prev_tree: list[list[Any]] | None = None
     prev_held: dict[str, int] = {}
     for i, (s, e) in enumerate(zip(steps, e_steps, strict=False)):
@@ -512,21 +617,16 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
                  "already in the tree (in whole pages). The driver frees the request's own "
                  "slots for those positions, so a wrong count frees slots the tree owns or "
                  "leaks them.")
-        # -- locks (invariant on the student's own tree) --
-        want = _subtree_locks(tree, held)
-        for rid, idx in held.items():
-            if idx < 0:
-                fail(LOCKS, i, f"request {rid} is still running but the node it holds is no "
-                     "longer in the tree: a pinned node was evicted or unlinked.")
-                break
-        else:
-            for j, n in enumerate(tree[1:], start=1):
-                if n[3] != want[j]:
-                    fail(LOCKS, i, f"node {_toks(n[1])} has lock_ref {n[3]}, but {want[j]} "
-                         "running request(s) pass through it (inc_lock_ref and dec_lock_ref "
-                         "walk from the node to the root; a split copies the count to the new "
-                         "upper node).")
-                    break
+        # -- locks: against the reference where the trees agree, and by what evict did --
+        aligned = [n[:3] for n in tree] == [n[:3] for n in e["tree"]]
+        if aligned:
+            _judge_lock_counts(i, tree, held, e, fail)
+        # evict(k) for an evict, or the shortfall a start evicted for (the ledger's queue)
+        asked = int(op[1]) if kind == "evict" else (
+            len(op[2]) - len(s["m"]) - (ledger[i - 1][1] if i else pool)
+            if kind == "start" else 0)
+        freed = _judge_pins(i, op, s, asked, pins, prev_tree, tree, fail)
+        pins.after(op, s, freed, ledger[i][0])
         # -- evict --
         if "ret" in e or "ret" in s or "calls" in e or "calls" in s:
             g_calls, x_calls = s.get("calls", []), e.get("calls", [])
@@ -544,13 +644,16 @@ def _judge_trace(case: Case, out: dict[str, Any], exp: dict[str, Any], v: _Verdi
                 fail(EVICT, i, f"{where}evict({k}) made free_fn calls {_short(g_calls)} and "
                      f"returned {s.get('ret')}; expected calls {_short(x_calls)} returning "
                      f"{e.get('ret')}." + _evict_hint(prev_tree, g_calls, x_calls, prev_held))
-        # -- sizes (invariant) --
-        ev = sum(len(n[1]) for n in tree[1:] if n[3] == 0)
-        pr = sum(len(n[1]) for n in tree[1:] if n[3] > 0)
-        if s["sizes"] != [ev, pr, ev + pr]:
+        # -- sizes: against the reference's, where the tree and its locks are the reference's --
+        # Elsewhere they cannot be judged (the tree or lock check fails there): counts worked
+        # out from the snapshot would be figures of the driver, which the student's process can
+        # rewrite to agree with any sizes it likes.
+        if s["tree"] == e["tree"] and held == e["held"] and s["sizes"] != e["sizes"]:
+            ev, pr, total = e["sizes"]
             fail(SIZES, i, f"(evictable_size, protected_size, total_size) returned "
-                 f"{tuple(s['sizes'])}, but your tree holds {ev} unlocked and {pr} locked "
-                 f"tokens, so ({ev}, {pr}, {ev + pr}).")
+                 f"{tuple(s['sizes'])}, but your tree (the reference's here, node for node and "
+                 f"lock for lock) holds {ev} unlocked and {pr} locked tokens, so ({ev}, {pr}, "
+                 f"{total}).")
         # -- slots (conservation) --
         handed, free_now, double = ledger[i]
         if kind == "start" and handed is not None:
@@ -634,6 +737,36 @@ def _judge_timed(case: Case, out: dict[str, Any], got_cpu: float, exp: dict[str,
           "not rebuild lists of slots token by token.")
 
 
+def _judge_timed_sizes(case: Case, result: Any, exp: dict[str, Any]) -> tuple[bool, str]:
+    """The long script's evictable_size() after every operation against the reference's. The
+    trace cases cannot settle the sizes alone: there the driver also reports the tree, and a
+    submission that rewrites the driver can write sizes to agree with it; here nothing but the
+    cache's own answers comes back, so a counter that misses the locks shows."""
+    out = result.get("output") if isinstance(result, dict) else None
+    rows = out.get("results") if isinstance(out, dict) else None
+    if not isinstance(rows, list):
+        return False, f"the long-prompt script gave no results — on {describe(case)}"
+    want = exp["output"]["results"]
+    if rows == want:
+        return True, ""
+    ops = timed_ops(case)
+    i = next((k for k, (a, b) in enumerate(zip(rows, want, strict=False)) if a != b),
+             min(len(rows), len(want)))
+    if i >= len(want) or i >= len(rows):
+        return False, (f"the long-prompt script gave {len(rows)} results for {len(want)} "
+                       f"operations — on {describe(case)}")
+    got, exp_row = rows[i], want[i]
+    where = f"on the long-prompt script, after operation {i + 1} ({op_text(ops[i])})"
+    if isinstance(got, list) and len(got) == 2 and got[0] == exp_row[0]:
+        return False, (f"{where}, evictable_size() returned {got[1]}; the reference's, after "
+                       f"the same operations with the same results, {exp_row[1]}. It counts the "
+                       "tokens of nodes with lock_ref 0: inc_lock_ref and dec_lock_ref move a "
+                       "node's tokens between evictable and protected.")
+    return False, (f"{where}, [result, evictable_size] was {got}; expected {exp_row}: the long "
+                   "script shows a mistake the shorter scripts did not, and the sizes after it "
+                   "could not be checked.")
+
+
 def _well_formed(result: Any, case: Case) -> bool:
     """Whether a result has the shape the driver writes (a forged line must fail, not crash)."""
     if not isinstance(result, dict):
@@ -674,9 +807,12 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
     v = _Verdict()
+    timed_sizes: list[tuple[Case, bool, str]] = []
     for case, g, e in zip(cases, got, expected, strict=True):
         timed = case["input"].get("mode") == "timed"
         names = [SPEED] if timed else NAMES[:8]
+        if timed:
+            timed_sizes.append((case, *_judge_timed_sizes(case, g, e)))
         if not _well_formed(g, case):
             g = {"error": "the output for this case is malformed"}
         if "error" in g:
@@ -694,6 +830,12 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
             for name in names:
                 v.add(name, case, False, f"the output for this case is malformed — on "
                                          f"{describe(case)}")
+    # The long script's sizes count only when every other trace check passed: a wrong tree,
+    # lock count, eviction or slot moves the sizes too, and is charged to its own check.
+    if not any(not ok for name in NAMES[:8] if name != SIZES
+               for _, ok, _ in v.results.get(name, [])):
+        for case, ok, message in timed_sizes:
+            v.add(SIZES, case, ok, message)
     checks: list[Check] = []
     for name, weight, ok_message in CHECKS:
         results = v.results.get(name)
