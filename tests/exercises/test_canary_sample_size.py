@@ -2,7 +2,6 @@
 code part's machinery run in-process on trusted code only (reference, mutants, driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -10,21 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 from statistics import NormalDist
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from exercises import templating
-from exercises.spec import ExerciseSpec
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("canary_sample_size")
@@ -36,28 +31,17 @@ SEED = 4242
 spec = EX.spec_fixture()
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q33_test_checks")
+checks = load_file(CODE / "checks.py", "q33_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q33_test_driver")
-reference = _load(CODE / "reference.py", "q33_test_reference")
+driver = load_file(CODE / "driver.py", "q33_test_driver")
+reference = load_file(CODE / "reference.py", "q33_test_reference")
 
 
 # --- the calculation parts ---------------------------------------------------------------------
 
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
-    assert 3 <= len(PARTS) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     assert s["p99_method"] in {o["id"] for o in PARTS["p99_method"]["options"]}
     assert s["sizing"] == "code/reference.py"
 
@@ -99,22 +83,10 @@ def test_three_decimal_z_values_land_inside_the_tolerance() -> None:
 
 def test_variants_are_sensible_and_varied() -> None:
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
-        assert json.loads(json.dumps(p)) == p
         assert p["p1_pct"] > p["p0_pct"]
         s = ex.solve(p)
         assert 3 <= s["minutes"].value <= 480
     assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
-
-
-def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
-    for p in [ex.CANONICAL, *VARIANTS]:
-        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
-
-
-def test_graders_accept_the_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:10]],
-                                   ["n_errors", "n_known", "n_mean", "minutes", "p99_method"])
 
 
 @pytest.mark.parametrize("which", ["statement.md", "solution.md"])
@@ -140,10 +112,6 @@ def all_cases() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 def test_reference_passes_every_case(all_cases: list[dict[str, Any]],

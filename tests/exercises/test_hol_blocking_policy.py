@@ -3,7 +3,6 @@ sensible variants, and the code part run in-process on trusted code only (the re
 mutants, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -12,21 +11,19 @@ import sys
 import time
 import types
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from exercises import engine_sim as sim
-from exercises import registry, templating
+from exercises import registry
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
+    check_score,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("hol_blocking_policy")
@@ -39,27 +36,16 @@ SEED = 4242
 STARVATION = "no starvation: worst TTFT within 2x of first come, first served's"
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec_ = importlib.util.spec_from_file_location(name, path)
-    assert spec_ is not None and spec_.loader is not None
-    module = importlib.util.module_from_spec(spec_)
-    sys.modules[name] = module
-    spec_.loader.exec_module(module)
-    return module
-
-
 expose_shared_modules(("engine_sim",))  # the driver imports it by its plain name
-checks = _load(CODE / "checks.py", "q10_test_checks")
-driver = _load(CODE / "driver.py", "q10_test_driver")
-reference = _load(CODE / "reference.py", "q10_test_reference")
+checks = load_file(CODE / "checks.py", "q10_test_checks")
+driver = load_file(CODE / "driver.py", "q10_test_driver")
+reference = load_file(CODE / "reference.py", "q10_test_reference")
 
 
 # --- shape and the canonical numbers -------------------------------------------------------------
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
-    assert 3 <= len(EX.parts) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     assert s["two_halves"] in {o["id"] for o in EX.parts["two_halves"]["options"]}
     assert EX.parts["policy"]["sandbox_modules"] == ["engine_sim"]
     assert reference.AGING_TOKENS_PER_S == ex.AGING_TOKENS_PER_S
@@ -84,7 +70,6 @@ def test_canonical_numbers_are_the_blurbs() -> None:
     assert s["speedup"] == pytest.approx(3.7, abs=0.05)
     assert s["penalty_pct"] == pytest.approx(24, abs=0.5)  # the long prompt pays +24 %
     assert s["short_gain_s"] > 1.0  # "more than a second" for each short request
-    assert ex.is_sensible(p)
 
 
 @pytest.mark.parametrize("index", range(0, 200, 10))
@@ -122,7 +107,6 @@ def test_evidence_matches_the_parts() -> None:
 
 def test_every_variant_is_sensible() -> None:
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         assert s["fcfs_mean"].value >= 2 * s["sjf_mean"].value
         assert p["n_short"] * p["short"] <= p["long"]  # the short prompts share one step
@@ -131,28 +115,17 @@ def test_every_variant_is_sensible() -> None:
     assert {p["gpu"] for p in VARIANTS} == set(ex.GPUS)
 
 
-def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
+def test_every_wrong_half_is_a_named_mistake() -> None:
     for p in [ex.CANONICAL, *VARIANTS]:
-        s = ex.solve(p)
         ms = ex.mistakes(p)
-        assert_mistakes_distinct(EX, p, s, ms)
         assert {m.answer for m in ms if m.part == "two_halves"} == {
             "both_known", "decode_known", "neither"}
 
 
-def test_templates_render_and_the_statement_shows_only_givens() -> None:
-    for p in [ex.CANONICAL, *VARIANTS[:40]]:
-        s = ex.solve(p)
-        templating.render((EX.folder / "statement.md").read_text(), p, s)
-        templating.render((EX.folder / "solution.md").read_text(), p, s)
+def test_the_statement_shows_only_givens() -> None:
     used = set(re.findall(r"\{\{\s*s\.(\w+)", (EX.folder / "statement.md").read_text()))
     assert used <= {"layers", "q_heads", "head_dim", "q_dim", "params", "bf16_tflops", "mfu_pct",
                     "f_eff_pflops", "n_total", "aging"}, used
-
-
-def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: Any) -> None:
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:30]],
-                                   [*EX.number_parts, "two_halves"])
 
 
 # --- the code part ----------------------------------------------------------------------------
@@ -169,10 +142,6 @@ def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(module, c["input"])} for c in cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 def _replayed(module: Any, case: dict[str, Any]) -> Any:
@@ -247,7 +216,7 @@ def test_a_policy_of_another_shape_passes(seed: int, tmp_path: Path) -> None:
     cases = checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, seed)
     exp = _run(reference, cases)
     (tmp_path / "deadline.py").write_text(DEADLINE_POLICY)
-    module = _load(tmp_path / "deadline.py", f"q10_deadline_policy_{seed}")
+    module = load_file(tmp_path / "deadline.py", f"q10_deadline_policy_{seed}")
     got = _run(module, cases)
     results = checks.check(cases, got, exp, ex.CANONICAL)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
@@ -430,7 +399,7 @@ def test_hostile_patched_simulator_earns_what_its_answers_earn(
     # First come, first served, with the driver's clock stopped (every step a nanosecond): its
     # answers at the (few) calls whose queue still matches replay; nothing scores above FCFS.
     fcfs = code_part("hol_blocking_policy").module("fcfs")
-    honest = _score(checks.check(all_cases, _run(fcfs, all_cases), expected, ex.CANONICAL))
+    honest = check_score(checks.check(all_cases, _run(fcfs, all_cases), expected, ex.CANONICAL))
     patched = types.SimpleNamespace(**{n: getattr(sim, n) for n in dir(sim)
                                        if not n.startswith("__")})
 
@@ -442,7 +411,7 @@ def test_hostile_patched_simulator_earns_what_its_answers_earn(
     monkeypatch.setattr(driver, "engine_sim", patched)
     got = _run(fcfs, all_cases)
     results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert _score(results) <= honest < 1
+    assert check_score(results) <= honest < 1
     assert any("could not be replayed" in c.message for c in results if not c.passed)
 
 

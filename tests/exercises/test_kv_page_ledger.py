@@ -4,29 +4,25 @@ mutants and equivalents, the driver). The reference ledger is cross-checked agai
 engine simulator, which implements the same two admission policies independently."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from exercises import engine_sim, templating
+from exercises import engine_sim
 from exercises.spec import Quantity
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     close,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("kv_page_ledger")
@@ -37,23 +33,10 @@ SEED = 12345
 spec = EX.spec_fixture()
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    mspec = importlib.util.spec_from_file_location(name, path)
-    assert mspec is not None and mspec.loader is not None
-    module = importlib.util.module_from_spec(mspec)
-    sys.modules[name] = module
-    mspec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q36_test_checks")
+checks = load_file(CODE / "checks.py", "q36_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q36_test_driver")
-reference = _load(CODE / "reference.py", "q36_test_reference")
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+driver = load_file(CODE / "driver.py", "q36_test_driver")
+reference = load_file(CODE / "reference.py", "q36_test_reference")
 
 
 @pytest.fixture(scope="module")
@@ -122,24 +105,9 @@ def test_erlang_c_matches_the_textbook_small_cases() -> None:
     assert ex.erlang_c(3, 3.0) == 1.0
 
 
-def test_parts_and_mistakes(spec: Any) -> None:
-    assert 3 <= len(EX.parts) <= 7
-    s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
-    options = {o["id"] for o in EX.parts["next_check"]["options"]}
-    assert s["next_check"] in options
-    for p in [ex.CANONICAL, *EX.variants(40)]:
-        sol = ex.solve(p)
-        assert_mistakes_distinct(EX, p, sol, ex.mistakes(p))
-        assert {m.answer for m in ex.mistakes(p) if m.part == "next_check"} <= options - {
-            sol["next_check"]}
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *EX.variants(3)], EX.number_parts)
-
-
 def test_variants_are_sensible_and_render() -> None:
     seen = set()
     for p in EX.variants(200):
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         assert s["admit_blocks"] <= s["pool_blocks"].value  # the prompts fit ...
         assert 1 <= s["exhaust_step"].value < p["out_mean"]  # ... the replies do not
@@ -151,9 +119,6 @@ def test_variants_are_sensible_and_render() -> None:
                                          p["out_max"], "worst") == s["cap_worst"].value
         assert reference.max_concurrency(s["pool_blocks"].value, p["block"], p["prompt"],
                                          p["out_mean"], "mean_end") == s["cap_mean_n"]
-        for name in ("statement.md", "solution.md"):
-            text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-            assert "{{" not in text
         seen.add(json.dumps(p, sort_keys=True))
     # 150 before is_sensible kept the worst-case cap 0.5 % clear of a whole number (the tolerance
     # policy's boundary rule), which leaves fewer distinct variants: 137 of 200.
@@ -338,7 +303,7 @@ def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
 
 
 def test_starter_is_the_reference_api() -> None:
-    starter = _load(CODE / "starter.py", "q36_test_starter")
+    starter = load_file(CODE / "starter.py", "q36_test_starter")
     for name in ("LedgerConfig", "Req", "StepRecord", "LedgerTrace", "blocks_needed",
                  "first_exhaustion_step", "max_concurrency", "simulate"):
         assert hasattr(starter, name) and hasattr(reference, name), name

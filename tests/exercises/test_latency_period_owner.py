@@ -3,7 +3,6 @@ evidence file agreeing with the graded numbers, and the code part's machinery ru
 trusted code only (the reference, our mutants and equivalents, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -16,15 +15,14 @@ from typing import Any
 
 import pytest
 
-from exercises import registry, templating
+from exercises import registry
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
+    check_score,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("latency_period_owner")
@@ -36,28 +34,17 @@ VARIANTS = EX.variants()
 spec = EX.spec_fixture()
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q37_test_checks")
+checks = load_file(CODE / "checks.py", "q37_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q37_test_driver")
-reference = _load(CODE / "reference.py", "q37_test_reference")
-simulate = _load(CODE / "simulate.py", "q37_test_simulate")
+driver = load_file(CODE / "driver.py", "q37_test_driver")
+reference = load_file(CODE / "reference.py", "q37_test_reference")
+simulate = load_file(CODE / "simulate.py", "q37_test_simulate")
 
 
 # --- shape -----------------------------------------------------------------------------------
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
-    assert 3 <= len(EX.parts) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     options = {o["id"] for o in EX.parts["owner"]["options"]}
     for p in VARIANTS[:50]:
         assert ex.solve(p)["owner"] in options
@@ -116,25 +103,10 @@ def test_variants_are_sensible_and_distinct() -> None:
     owned = [ex.solve(p)["owned"] for p in VARIANTS]
     assert 0.2 < sum(owned) / len(owned) < 0.8  # both sides of the p99 question come up
     for p in VARIANTS:
-        assert ex.is_sensible(p)
-        assert json.loads(json.dumps(p)) == p
         s = ex.solve(p)
         assert p["stall_ms"] / (p["period_s"] * 1000) <= 0.08
         # The two readings of stalls_per_reply (t/T or t/(T - s)) are both inside the tolerance.
         assert abs(s["stalls_exact"] / s["stalls_per_reply"].value - 1) < EX.tol("stalls_per_reply")
-        for name in ("statement.md", "solution.md"):
-            text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-            assert "{{" not in text
-
-
-def test_mistakes_are_distinct() -> None:
-    for p in [ex.CANONICAL, *VARIANTS]:
-        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
-
-
-def test_graders_accept_the_reference_and_name_each_mistake(spec: Any) -> None:
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:12]],
-                                   ["period", "p99_itl", "stalls_per_reply", "owner"])
 
 
 # --- the evidence --------------------------------------------------------------------------------
@@ -196,10 +168,6 @@ def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
 
 
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
-
-
 def _grade(module: ModuleType, cases: list[dict[str, Any]], expected: list[dict[str, Any]]
            ) -> list[Any]:
     got = [{"output": driver.run_case(module, c["input"])} for c in cases]
@@ -215,8 +183,8 @@ def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
 
 def test_starter_scores_zero(all_cases: list[dict[str, Any]],
                              expected: list[dict[str, Any]]) -> None:
-    results = _grade(_load(CODE / "starter.py", "q37_test_starter"), all_cases, expected)
-    assert _score(results) == 0
+    results = _grade(load_file(CODE / "starter.py", "q37_test_starter"), all_cases, expected)
+    assert check_score(results) == 0
 
 
 def test_driver_error_results_fail_every_check(all_cases: list[dict[str, Any]],

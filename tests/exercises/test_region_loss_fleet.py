@@ -3,28 +3,22 @@ variants, and the code part's machinery run in-process on trusted code (referenc
 equivalents, driver), with a brute-force oracle for the whole-replica minimum."""
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
-import sys
 from fractions import Fraction
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from exercises import templating
-from exercises.spec import ExerciseSpec
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("region_loss_fleet")
@@ -36,27 +30,13 @@ SEED = 2024
 spec = EX.spec_fixture()
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q32_test_checks")
+checks = load_file(CODE / "checks.py", "q32_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q32_test_driver")
-reference = _load(CODE / "reference.py", "q32_test_reference")
+driver = load_file(CODE / "driver.py", "q32_test_driver")
+reference = load_file(CODE / "reference.py", "q32_test_reference")
 
 
 # --- the calculation parts ---------------------------------------------------------------------
-
-
-def test_parts_and_tolerances_agree_with_the_module() -> None:
-    assert 3 <= len(PARTS) <= 7
-    assert_parts_match_module(EX, ex.solve(ex.CANONICAL))
 
 
 def test_canonical_reproduces_the_notes() -> None:
@@ -95,8 +75,6 @@ def test_a_dominant_region_gets_no_spare() -> None:
 def test_variants_are_sensible_and_varied() -> None:
     bindings = set()
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
-        assert json.loads(json.dumps(p)) == p
         s = ex.solve(p)
         bindings.add(s["binding"])
         # The continuous placement meets every constraint, and whole replicas stay within 2 %.
@@ -104,16 +82,6 @@ def test_variants_are_sensible_and_varied() -> None:
         assert abs(s["whole_total"] / s["fleet"].value - 1) < 0.02
     assert {"dominant", "balanced"} <= bindings
     assert len({json.dumps(p, sort_keys=True) for p in VARIANTS}) >= 150
-
-
-def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
-    for p in [ex.CANONICAL, *VARIANTS]:
-        assert_mistakes_distinct(EX, p, ex.solve(p), ex.mistakes(p))
-
-
-def test_graders_accept_the_reference_and_name_each_mistake(spec: ExerciseSpec) -> None:
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:10]],
-                                   ["fleet", "overhead", "cap", "neighbour", "shed"])
 
 
 @pytest.mark.parametrize("which", ["statement.md", "solution.md"])
@@ -169,13 +137,9 @@ def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
 
 
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
-
-
 def _grade(path: Path, name: str, all_cases: list[dict[str, Any]],
            expected: list[dict[str, Any]]) -> list[Any]:
-    module = _load(path, name)
+    module = load_file(path, name)
     got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
     return checks.check(all_cases, got, expected, ex.CANONICAL)
 

@@ -8,13 +8,10 @@ import tomllib
 import pytest
 import sympy
 
-from exercises import registry, templating
+from exercises import templating
 from exercises.catalog import model
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
-    assert_mistakes_distinct,
-    assert_parts_match_module,
     load_by_path,
 )
 
@@ -37,7 +34,6 @@ def test_canonical_reproduces_the_notes():
     p = ex.CANONICAL
     s = ex.solve(p)
     assert (p["model"], p["context"], p["short"]) == ("GPT-OSS-120B", 131072, 4096)
-    assert ex.is_sensible(p)
     # "all-full 72 KiB/token -> 131,072 tokens = 9.66 GB; hybrid 4.84 GB" (an AWS Neuron doc
     # quotes the same 9.66 GB for a 131k-token GPT-OSS-120B sequence in BF16)
     assert s["per_token_full"] == 72 * 1024 and s["b"] == 2048
@@ -99,7 +95,6 @@ def test_parts_and_tolerances_agree_with_the_module():
     assert list(PARTS) == ["kv_all_full", "kv_windowed", "saving_formula", "saving_short",
                            "concurrency", "allocator", "why"]
     s = ex.solve(ex.CANONICAL)
-    assert_parts_match_module(EX, s)
     for pid, part in PARTS.items():
         if part["type"] == "choice":
             assert set(s[pid]) <= {o["id"] for o in part["options"]}
@@ -108,7 +103,6 @@ def test_parts_and_tolerances_agree_with_the_module():
 def test_variants_are_sensible_and_differ():
     seen, models = set(), set()
     for p in VARIANTS:
-        assert ex.is_sensible(p), p
         m = model(p["model"])
         s = ex.solve(p)
         assert m.sliding_window < p["short"] < p["context"] <= m.max_context
@@ -128,17 +122,6 @@ def test_variants_are_sensible_and_differ():
 
 # ---------------------------------------------------------------------------------------------
 # Mistakes
-
-
-def test_mistakes_are_distinct_from_the_reference_and_each_other():
-    options = {o["id"] for o in PARTS["allocator"]["options"]}
-    for p in [ex.CANONICAL, *VARIANTS]:
-        s = ex.solve(p)
-        ms = ex.mistakes(p)
-        assert_mistakes_distinct(EX, p, s, ms)
-        for m in ms:
-            if m.part == "allocator":
-                assert set(m.answer) <= options and set(m.answer) != set(s["allocator"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,10 +160,3 @@ def test_selftest_cases_are_well_formed():
     assert any(c["answer"] == "9 GiB" and c["score"] == 1 for c in cases)  # converted unit
 
 
-def test_the_real_graders_accept_each_reference_and_name_each_mistake():
-    spec = registry.load(FOLDER)
-    # Mistakes of saving_formula are not graded here: the expression grader spawns a process;
-    # the selftest covers these
-    assert_graders_accept_and_name(
-        spec, ex, [ex.CANONICAL, *VARIANTS[:30]], [*NUMBER_PARTS, "allocator"],
-        skip="saving_formula")

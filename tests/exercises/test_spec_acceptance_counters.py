@@ -3,25 +3,19 @@ variants, and the code part's machinery run in-process on trusted code only (the
 mutants, the driver)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from exercises import templating
 from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_graders_accept_and_name,
     assert_mistakes_distinct,
-    assert_parts_match_module,
     code_part,
     load_by_path,
+    load_file,
 )
 
 ex = load_by_path("spec_acceptance_counters")
@@ -32,19 +26,10 @@ SEED = 4242
 VARIANTS = EX.variants(200)
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q20_test_checks")
+checks = load_file(CODE / "checks.py", "q20_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q20_test_driver")
-reference = _load(CODE / "reference.py", "q20_test_reference")
+driver = load_file(CODE / "driver.py", "q20_test_driver")
+reference = load_file(CODE / "reference.py", "q20_test_reference")
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +40,6 @@ def all_cases() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 # --- the canonical variant: the facts note's worked example ---------------------------------
@@ -102,8 +83,6 @@ def test_canonical_series_is_consistent() -> None:
 
 def test_parts_agree_with_the_module() -> None:
     s = ex.solve(ex.CANONICAL)
-    assert 3 <= len(EX.parts) <= 7
-    assert_parts_match_module(EX, s)
     options = {o["id"] for o in EX.parts["discard"]["options"]}
     assert set(s["discard"]) <= options
 
@@ -119,12 +98,6 @@ def test_mistakes_are_distinct(index: int) -> None:
     assert len({tuple(a) for a in answers}) == len(answers)
 
 
-def test_graders_accept_the_reference_and_name_each_mistake() -> None:
-    spec = EX.spec()
-    parts = ["acceptance_rate", "accept_length", "discard", "steps_per_request"]
-    assert_graders_accept_and_name(spec, ex, [ex.CANONICAL, *VARIANTS[:5]], parts)
-
-
 # --- variants ---------------------------------------------------------------------------------
 
 def test_variants_are_sensible_and_varied() -> None:
@@ -132,8 +105,6 @@ def test_variants_are_sensible_and_varied() -> None:
     assert len(distinct) >= 150
     hidden = 0
     for p in VARIANTS:
-        assert ex.is_sensible(p)
-        assert json.loads(json.dumps(p)) == p
         windows = reference.acceptance_windows(p["snapshots"], p["k"])
         s = ex.solve(p)
         # The rules the code part checks agree with the answer of part 3.
@@ -146,15 +117,6 @@ def test_variants_are_sensible_and_varied() -> None:
         assert short["flags"] == ["short_drafts"] and short["missing_draft_tokens"] == s["missing"]
         hidden += s["reset_hidden"]
     assert 20 <= hidden <= 120  # both kinds of restart occur
-
-
-@pytest.mark.parametrize("index", range(0, 200, 25))
-def test_variant_templates_render(index: int) -> None:
-    p = VARIANTS[index]
-    s = ex.solve(p)
-    for name in ("statement.md", "solution.md"):
-        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-        assert "{{" not in text
 
 
 def test_split_per_position_keeps_the_invariants() -> None:

@@ -7,14 +7,12 @@ in the statement, so the hold-back the checks demand is the one the statement pr
 from __future__ import annotations
 
 import codecs
-import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,26 +20,17 @@ import pytest
 from exercises import templating
 from exercises.stop_strings_stream import exercise as ex
 from graders.code import expose_shared_modules
-from tests.exercises.support import code_part
+from tests.exercises.support import code_part, load_file
 
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
 SEED = 12345
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-checks = _load(CODE / "checks.py", "q41_test_checks")
+checks = load_file(CODE / "checks.py", "q41_test_checks")
 expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = _load(CODE / "driver.py", "q41_test_driver")
-reference = _load(CODE / "reference.py", "q41_test_reference")
+driver = load_file(CODE / "driver.py", "q41_test_driver")
+reference = load_file(CODE / "reference.py", "q41_test_reference")
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +41,6 @@ def all_cases() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _score(results: list[Any]) -> float:
-    return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
 
 
 # --- an oracle written from the statement's rules -------------------------------------------
@@ -243,7 +228,6 @@ def test_reference_rejects_empty_stops() -> None:
 @pytest.mark.parametrize("seed", range(60))
 def test_variants_are_sensible(seed: int) -> None:
     p = ex.generate(random.Random(seed))
-    assert json.loads(json.dumps(p)) == p
     t = ex.trace(p)
     tokens = [bytes.fromhex(h) for h in p["tokens"]]
     stop = p["stops"][0]
@@ -263,9 +247,6 @@ def test_variants_are_sensible(seed: int) -> None:
     values = [m.answer for m in number]
     assert len(number) >= 2 and len(set(values)) == len(values)
     assert s["received_after"].value not in values
-    for name in ("statement.md", "solution.md"):
-        text = templating.render((FOLDER / name).read_text(encoding="utf-8"), p, s, name)
-        assert "{{" not in text
 
 
 def _undecodable(tok: bytes) -> bool:
