@@ -14,10 +14,9 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -302,20 +301,8 @@ def _usable(inp: dict[str, Any]) -> bool:
 def _random_inputs(seed: int, fn: str) -> tuple[str, ...]:
     """Hypothesis draws of one function's inputs for this seed, as JSON strings (hashable,
     copied on every use)."""
-    drawn: list[str] = []
     strategy, n = STRATEGIES[fn]
-
-    # Only the generate phase: no example database, no shrinking, no replay, so the same seed
-    # always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy())
-    def collect(case: dict[str, Any]) -> None:
-        drawn.append(json.dumps(case, sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(d, sort_keys=True) for d in checkkit.draw(strategy(), seed, n))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
@@ -329,16 +316,8 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
                                                        "args": [shift, cv, alpha, power]}))
     for name, inp in EDGE_VALID + EDGE_INVALID:
         cases.append(make_case(f"edge-{name}", inp))
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for fn in STRATEGIES:
-        for raw in _random_inputs(int(seed), fn):
-            if raw in seen or not _usable(json.loads(raw)):
-                continue
-            seen.add(raw)
-            n += 1
-            cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
-    return cases
+    drawn = [json.loads(raw) for fn in STRATEGIES for raw in _random_inputs(int(seed), fn)]
+    return cases + checkkit.drawn_cases(cases, [inp for inp in drawn if _usable(inp)])
 
 
 # ---------------------------------------------------------------- checks
@@ -441,22 +420,8 @@ def _why_invalid(inp: dict[str, Any]) -> str:
 def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure reports the case with the smallest answer."""
-    results: dict[str, list[tuple[bool, str, float, str]]] = {}
+    v = checkkit.Verdicts()  # ranked by answer: every row gives its own rank
     for case, g, e in zip(cases, got, expected, strict=True):
         name, ok, message, key = _judge(case, g, e)
-        results.setdefault(name, []).append((ok, message, key, case["id"]))
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        rows = results.get(name)
-        if not rows:
-            continue  # no case exercises it (Run uses only the public examples)
-        failures = [r for r in rows if not r[0]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
-            continue
-        _, message, _, case_id = min(failures, key=lambda r: (r[2], r[3]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(rows)} cases fail. Smallest: {message}",
-                            weight, {"failing": len(failures), "cases": len(rows),
-                                     "case": case_id}))
-    return checks
+        v.add(name, case, ok, message, rank=(key, case["id"]))
+    return v.checks(CHECKS)

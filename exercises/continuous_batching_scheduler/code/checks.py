@@ -18,11 +18,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from exercises.registry import expose_shared_modules
+from graders import checkkit
 from graders.base import Check
 
 HERE = Path(__file__).resolve().parent
@@ -172,19 +171,7 @@ def _random_input(draw: st.DrawFn) -> dict[str, Any]:
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON strings (hashable, copied on every use)."""
-    drawn: list[str] = []
-
-    # Only the generate phase: no example database, no shrinking, no replay, so the same seed
-    # always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_random_input())
-    def collect(raw: dict[str, Any]) -> None:
-        drawn.append(json.dumps(raw, sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(raw, sort_keys=True) for raw in checkkit.draw(_random_input(), seed, n))
 
 
 def public_cases(params: dict[str, Any]) -> list[Case]:
@@ -208,17 +195,8 @@ def public_cases(params: dict[str, Any]) -> list[Case]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-drawn traces, deterministic for a seed, smallest first."""
     cases: list[Case] = [{"id": f"edge-{name}", "input": inp} for name, inp in _edge_cases()]
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        drawn = json.loads(raw)
-        inp = make_input(*drawn["config"], drawn["requests"])
-        key = json.dumps(inp, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": inp})
+    drawn = [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)]
+    cases += checkkit.drawn_cases(cases, [make_input(*d["config"], d["requests"]) for d in drawn])
     cases.sort(key=size_key)
     return cases
 
@@ -307,16 +285,6 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
 )
 
 
-class _Verdict:
-    """Collects, per check name, one (case, passed, message) per case it applies to."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
-
-    def add(self, name: str, case: Case, message: str) -> None:
-        self.results.setdefault(name, []).append((case, not message, message))
-
-
 def well_formed(result: Any) -> bool:
     """Whether a result has the shape the driver writes (student code could forge a reply)."""
     if not isinstance(result, dict):
@@ -352,14 +320,14 @@ def well_formed(result: Any) -> bool:
                for v in out["outputs"].values())
 
 
-def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
     where = " — on " + describe(case)
     if not well_formed(got):
         got = {"error": "the output for this case is malformed"}
     if "error" in got:
         for name, _, _ in CHECKS:
-            v.add(name, case, got["error"] + where)
+            v.problem(name, case, got["error"] + where)
         return
     g, e = got["output"], exp["output"]
     if "error" in g:
@@ -368,33 +336,33 @@ def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
         msg = (f"{'Scheduler()' if step < 0 else f'step {step}'} raised {head}" + where
                + (f"\n{frames}" if frames else ""))
         for name, _, _ in CHECKS:
-            v.add(name, case, msg)
+            v.problem(name, case, msg)
         return
-    v.add("runs without an exception", case, "")
+    v.problem("runs without an exception", case, "")
     specs = {r["rid"]: r for r in inp["requests"]}
     alone = {rid: unbatched(r["prompt"], r["max_new_tokens"], r["eos_id"])
              for rid, r in specs.items()}
     gs, es = g["steps"], e["steps"]
 
-    v.add("each request's tokens equal its unbatched generation", case,
+    v.problem("each request's tokens equal its unbatched generation", case,
           _outputs_message(alone, g["outputs"], where))
-    v.add("each token is streamed exactly once", case, _stream_message(alone, gs, where))
-    v.add("step outputs match the reference", case, _steps_message(case, gs, es, where))
-    v.add("queues and request state match the reference", case,
+    v.problem("each token is streamed exactly once", case, _stream_message(alone, gs, where))
+    v.problem("step outputs match the reference", case, _steps_message(case, gs, es, where))
+    v.problem("queues and request state match the reference", case,
           _state_message(case, gs, es, where))
-    v.add("token budget and max_num_seqs respected", case, _budget_message(inp, gs, where))
-    v.add("blocks conserved: nothing leaked, shared or over-held", case,
+    v.problem("token budget and max_num_seqs respected", case, _budget_message(inp, gs, where))
+    v.problem("blocks conserved: nothing leaked, shared or over-held", case,
           _blocks_message(inp, gs, where) or _pool_message(inp, gs, where))
-    v.add("KV accounting follows the scheduled tokens", case, _shadow_message(inp, gs, where))
-    v.add("preemption policy", case, _policy_message(inp, gs, where))
-    v.add("allocator calls match the reference", case, _calls_message(case, gs, es, where))
+    v.problem("KV accounting follows the scheduled tokens", case, _shadow_message(inp, gs, where))
+    v.problem("preemption policy", case, _policy_message(inp, gs, where))
+    v.problem("allocator calls match the reference", case, _calls_message(case, gs, es, where))
     finished = {rid for rec in gs for rid in rec["finished"]}
     missing = [rid for rid in specs if rid not in finished]
     msg = ""
     if missing:
         msg = (f"after {len(gs)} steps (this case's limit; the reference needs {len(es)}) "
                f"{', '.join(missing)} had not finished" + where)
-    v.add("every request finishes", case, msg)
+    v.problem("every request finishes", case, msg)
 
 
 def _outputs_message(alone: dict[str, list[int]], outputs: dict[str, list[int]],
@@ -710,21 +678,7 @@ def _calls_message(case: Case, gs: list[dict[str, Any]], es: list[dict[str, Any]
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         _judge_case(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
-        checks.append(Check(name, False, prefix + message, weight,
-                            {"case": case["id"], "failing": len(failures),
-                             "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

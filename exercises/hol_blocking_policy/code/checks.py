@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from graders import checkkit
 from graders.base import Check
 
 # Pass criteria (the statement and the starter quote them): mean TTFT at most MEAN_SLACK x the
@@ -178,32 +177,14 @@ def _workload(draw: st.DrawFn) -> list[Req]:
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON (hashable; copied on every use)."""
-    drawn: list[str] = []
-
-    # Generate phase only: no database, no shrinking, no replay, so a seed always gives the same
-    # list in any process.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_workload())
-    def collect(reqs: list[Req]) -> None:
-        drawn.append(json.dumps(make_case("", reqs)["input"], sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(make_case("", reqs)["input"], sort_keys=True)
+                 for reqs in checkkit.draw(_workload(), seed, n))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """The edge workloads plus Hypothesis-drawn ones, deterministic for a seed, smallest first."""
     cases = [make_case(f"edge-{name}", reqs) for name, reqs in EDGE_CASES]
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)])
     cases.sort(key=size_key)
     return cases
 
@@ -398,7 +379,7 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
 
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
-    results: dict[str, list[tuple[Case, bool, str]]] = {name: [] for name, _, _ in CHECKS}
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         reqs = case["input"]["requests"]
         where = describe(case)
@@ -415,10 +396,10 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
                 msg = f"your policy's decisions could not be replayed: {exc}"
         if mine is None:
             for name, _, _ in CHECKS:
-                results[name].append((case, False, f"{msg} — on {where}"))
+                v.add(name, case, False, f"{msg} — on {where}")
             continue
         ref = replay_cached(case, e["output"])  # the reference's answers, made in this process
-        results["valid order on every call"].append((case, True, ""))
+        v.add("valid order on every call", case, True)
         gt, et = mine.ttft, ref.ttft
         gm, em = sum(gt.values()) / len(gt), sum(et.values()) / len(et)
         limit = MEAN_SLACK * em + ABS_SLACK_S
@@ -428,7 +409,7 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
             f"{limit:.3f} s). "
             + _first_difference(mine.admissions, ref.admissions)
             + f" — on {where}")
-        results["mean TTFT within 30 % of the reference's"].append((case, ok, msg))
+        v.add("mean TTFT within 30 % of the reference's", case, ok, msg)
 
         rid, gw = _worst(gt)
         ft = fcfs_ttft(case)
@@ -444,21 +425,6 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
                    "step starves: its priority must improve as it waits. "
                    + _first_difference(mine.admissions, ref.admissions)
                    + f" — on {where}")
-        results["no starvation: worst TTFT within 2x of first come, first served's"].append(
-            (case, ok, msg))
+        v.add("no starvation: worst TTFT within 2x of first come, first served's", case, ok, msg)
 
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        rows = results[name]
-        if not rows:
-            continue
-        failures = [r for r in rows if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(rows)} workloads fail. Smallest: {message}",
-                            weight, {"failing": len(failures), "cases": len(rows),
-                                     "case": case["id"]}))
-    return checks
+    return v.checks(CHECKS, noun="workloads")

@@ -17,10 +17,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -204,26 +203,12 @@ def _random_calls(draw: st.DrawFn) -> list[Any]:
                    draw(st.integers(1, 40)), draw(st.sampled_from(MODES))]]
 
 
-def _draw(strategy: st.SearchStrategy[Any], seed: int, n: int) -> list[str]:
-    drawn: list[str] = []
-
-    # Only the generate phase: no example database, no shrinking, no replay, so the same seed
-    # always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(json.dumps(value, sort_keys=True))
-
-    collect()
-    return drawn
-
-
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return (tuple(_draw(_random_sim(), seed, RANDOM_CASES)),
-            tuple(_draw(_random_calls(), seed + 1, RANDOM_CALLS)))
+    return (tuple(json.dumps(d, sort_keys=True)
+                  for d in checkkit.draw(_random_sim(), seed, RANDOM_CASES)),
+            tuple(json.dumps(d, sort_keys=True)
+                  for d in checkkit.draw(_random_calls(), seed + 1, RANDOM_CALLS)))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
@@ -232,14 +217,7 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     cases: list[Case] = [{"id": f"edge-{name}", "input": inp} for name, inp in _edge_cases()]
     cases.append({"id": "edge-function-calls", "input": _edge_calls()})
     sims, calls = _random_inputs(int(seed))
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in sims:
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in sims])
     batch: dict[str, list[Any]] = {"bn": [], "fe": [], "mc": []}
     for raw in dict.fromkeys(calls):
         kind, args = json.loads(raw)
@@ -271,17 +249,6 @@ def describe(case: Case) -> str:
     return text if len(text) <= 700 else text[:697] + "..."
 
 
-class _Verdict:
-    """Per check name, one (case, passed, message, details) per case it applies to."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str, dict[str, Any]]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "",
-            details: dict[str, Any] | None = None) -> None:
-        self.results.setdefault(name, []).append((case, passed, message, details or {}))
-
-
 # name -> (weight, message when every applicable case passes)
 CHECKS: tuple[tuple[str, float, str], ...] = (
     ("blocks_needed", 1.0, "blocks_needed() matched on every call."),
@@ -298,8 +265,6 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
     ("never more than max_num_seqs running", 1.0, "The running set never exceeded max_num_seqs."),
 )
 FUNCTION_CHECKS = ("blocks_needed", "first_exhaustion_step", "max_concurrency")
-# Marks an invariant failed only because the trace broke the admission rules (see _judge_sim).
-RULES_ONLY = "_rules_only"
 TRACE_CHECKS = tuple(name for name, _, _ in CHECKS[3:])
 
 
@@ -341,7 +306,8 @@ def _show(v: Any) -> str:
     return f"returned {v!r}"
 
 
-def _judge_functions(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_functions(case: Case, got: dict[str, Any], exp: dict[str, Any],
+                     v: checkkit.Verdicts) -> None:
     inp = case["input"]
     out = got.get("output")
     if "error" in got or not _well_formed_functions(out, inp):
@@ -365,7 +331,7 @@ def _judge_functions(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _V
         v.add(name, case, False,
               f"{len(bad)} of {len(calls)} calls differ. {call} {_show(g)}, expected {e!r}"
               + _function_hint(name, args, e),
-              {"call": call, "expected": e, "got": g if not isinstance(g, dict) else None})
+              details={"call": call, "expected": e, "got": g if not isinstance(g, dict) else None})
 
 
 def _function_hint(name: str, args: list[Any], expected: Any) -> str:
@@ -469,7 +435,7 @@ def _admission_problem(inp: dict[str, Any], steps: list[list[Any]]) -> str:
     return ""
 
 
-def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
     cfg = inp["config"]
     where = describe(case)
@@ -514,12 +480,13 @@ def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict
     rules = _admission_problem(inp, g_steps)
 
     def invariant(name: str, problem: str) -> None:
-        details: dict[str, Any] = {}
-        if not problem and rules:
+        rules_only = not problem and bool(rules)
+        if rules_only:
             problem = ("your trace is not a schedule the rules allow, so this count proves "
                        f"nothing: {rules}")
-            details = {RULES_ONLY: True}  # reported only if no case breaks the check's own rule
-        v.add(name, case, not problem, f"{problem} — on {where}" if problem else "", details)
+        # Ranked after every case that breaks the check's own rule: that one says more.
+        v.add(name, case, not problem, f"{problem} — on {where}" if problem else "",
+              rank=(True, size_key(case)) if rules_only else None)
 
     reqs = {r["rid"]: r for r in inp["reqs"]}
     over = next((s for s in g_steps if s[1] > cfg["num_blocks"]), None)
@@ -598,7 +565,7 @@ def _judge_sim(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(lambda case: (False, size_key(case)))
     for case, g, e in zip(cases, got, expected, strict=True):
         if not isinstance(g, dict):
             g = {"error": "the output line for this case is malformed"}
@@ -606,20 +573,4 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
             _judge_functions(case, g, e, v)
         else:
             _judge_sim(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        # A case that breaks the check's own rule says more than one that only broke admission.
-        case, _, message, details = min(
-            failures, key=lambda r: (bool(r[3].get(RULES_ONLY)), size_key(r[0])))
-        details = {k: x for k, x in details.items() if k != RULES_ONLY}
-        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
-        checks.append(Check(name, False, prefix + message, weight,
-                            details | {"failing": len(failures), "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

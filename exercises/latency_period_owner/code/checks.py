@@ -25,10 +25,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 HERE = Path(__file__).resolve().parent
@@ -289,19 +288,8 @@ STRATEGIES = {"period": _period_knobs, "trace": _trace_knobs, "exposure": _expos
 @lru_cache(maxsize=32)
 def _random_knobs(seed: int, kind: str, n: int) -> tuple[str, ...]:
     """n Hypothesis draws of one kind's knobs for this seed, as JSON strings."""
-    drawn: list[str] = []
-
-    # Only the generate phase: no example database, no shrinking, no replay of earlier failures,
-    # so the same seed always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(STRATEGIES[kind]())
-    def collect(knobs: dict[str, Any]) -> None:
-        drawn.append(json.dumps(knobs, sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(knobs, sort_keys=True)
+                 for knobs in checkkit.draw(STRATEGIES[kind](), seed, n))
 
 
 def _rng(kind: str, knobs: dict[str, Any], attempt: int) -> random.Random:
@@ -594,14 +582,6 @@ def _close(a: float, b: float, tol: float) -> bool:
     return abs(a - b) <= tol + tol * abs(b)
 
 
-class _Verdict:
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((case, passed, message))
-
-
 def _judge_value(name: str, inp: dict[str, Any], got: Any, exp: Any, own: dict[str, Any]
                  ) -> str:
     """'' when got matches exp for function `name`, else what is wrong."""
@@ -667,7 +647,7 @@ def _judge_value(name: str, inp: dict[str, Any], got: Any, exp: Any, own: dict[s
     raise KeyError(name)
 
 
-def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_case(case: Case, got: Any, exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
     e_out = exp["output"]
     where = describe(case)
@@ -732,7 +712,7 @@ def _own_slow_steps_period(slow: list[float], period: float | None) -> list[str]
             "detect_period(slow_steps(...)), with both as the starter defines them"]
 
 
-def _judge_invariants(case: Case, g: dict[str, Any], e: dict[str, Any], v: _Verdict,
+def _judge_invariants(case: Case, g: dict[str, Any], e: dict[str, Any], v: checkkit.Verdicts,
                       where: str) -> None:
     inp = case["input"]
     problems: list[str] = []
@@ -780,21 +760,7 @@ def _judge_invariants(case: Case, g: dict[str, Any], e: dict[str, Any], v: _Verd
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         _judge_case(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue  # no case exercises this check
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
-        checks.append(Check(name, False, prefix + message, weight,
-                            {"case": case["id"], "failing": len(failures),
-                             "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)

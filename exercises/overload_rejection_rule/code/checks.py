@@ -20,11 +20,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from exercises import engine_sim
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -125,18 +124,8 @@ def _random_workload(draw: st.DrawFn) -> dict[str, Any]:
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON strings."""
-    drawn: list[str] = []
-
-    # Only the generate phase, no database: the same seed always gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_random_workload())
-    def collect(w: dict[str, Any]) -> None:
-        drawn.append(json.dumps(w, sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(w, sort_keys=True)
+                 for w in checkkit.draw(_random_workload(), seed, n))
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
@@ -268,13 +257,12 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
 )
 
 
-def _judge(case: Case, got: Any, exp: dict[str, Any],
-           results: dict[str, list[tuple[Case, bool, str]]]) -> None:
+def _judge(case: Case, got: Any, exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
     where = describe(case)
 
     def add(name: str, ok: bool, msg: str = "") -> None:
-        results.setdefault(name, []).append((case, ok, f"{msg} — on {where}" if msg else ""))
+        v.add(name, case, ok, f"{msg} — on {where}" if msg else "")
 
     if not _well_formed(got):
         got = {"error": "the output for this workload is malformed"}
@@ -320,20 +308,7 @@ def _judge(case: Case, got: Any, exp: dict[str, Any],
 def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all workloads; each failure names the smallest workload it fails on."""
-    results: dict[str, list[tuple[Case, bool, str]]] = {}
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
-        _judge(case, g, e, results)
-    out: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        rows = results.get(name, [])
-        if not rows:
-            continue
-        failures = [r for r in rows if not r[1]]
-        if not failures:
-            out.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        out.append(Check(name, False, f"{len(failures)} of {len(rows)} workloads fail. Smallest: "
-                         + message, weight, {"case": case["id"], "failing": len(failures),
-                                             "cases": len(rows)}))
-    return out
+        _judge(case, g, e, v)
+    return v.checks(CHECKS, noun="workloads")

@@ -15,10 +15,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -138,17 +137,7 @@ def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     Only sampled_from and integers below 100 are drawn: Hypothesis mixes literals of 100 and more
     found in loaded source files into integer draws, and which files are loaded differs between
     the worker, the CLI and the tests."""
-    drawn: list[str] = []
-
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_random_case())
-    def collect(case: dict[str, Any]) -> None:
-        drawn.append(json.dumps(case))
-
-    collect()
-    return tuple(drawn)
+    return tuple(json.dumps(case) for case in checkkit.draw(_random_case(), seed, n))
 
 
 def size_key(case: Case) -> tuple[int, float, str]:
@@ -161,15 +150,8 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Hand-written edges, invalid inputs, then Hypothesis draws for the seed; smallest first."""
     cases = [make_case(f"edge-{name}", regions, r, U)
              for name, regions, r, U in EDGE_VALID + EDGE_INVALID]
-    seen = {json.dumps(c["input"]) for c in cases}
-    k = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        inp = json.loads(raw)
-        if raw in seen or not _float_safe(inp):
-            continue
-        seen.add(raw)
-        k += 1
-        cases.append({"id": f"random-{k:03d}", "input": inp})
+    drawn = [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)]
+    cases += checkkit.drawn_cases(cases, [inp for inp in drawn if _float_safe(inp)])
     cases.sort(key=size_key)
     return cases
 
@@ -300,22 +282,8 @@ def _why_invalid(inp: dict[str, Any]) -> str:
 def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    results: dict[str, list[tuple[bool, str, Case]]] = {}
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         for name, ok, message in _judge(case, g, e):
-            results.setdefault(name, []).append((ok, message, case))
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        rows = results.get(name)
-        if not rows:
-            continue  # no case exercises it (Run uses only the public examples)
-        failures = [row for row in rows if not row[0]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(rows)}))
-            continue
-        _, message, case = min(failures, key=lambda row: size_key(row[2]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(rows)} cases fail. Smallest: {message}",
-                            weight, {"failing": len(failures), "cases": len(rows),
-                                     "case": case["id"]}))
-    return checks
+            v.add(name, case, ok, message)
+    return v.checks(CHECKS)

@@ -12,10 +12,9 @@ import random
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from graders import checkkit
 from graders.base import Check
 
 REL_TOL = 1e-6
@@ -216,38 +215,18 @@ def _policy_draw(draw: st.DrawFn) -> dict[str, Any]:
     return {"kind": "policy", "init": init, "ops": ops}
 
 
-def _collect(strategy: st.SearchStrategy[dict[str, Any]], seed: int, n: int) -> tuple[str, ...]:
-    drawn: list[str] = []
-
-    # Only the generate phase: no database, no shrinking, no replay, so a seed is a fixed list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def collect(case_input: dict[str, Any]) -> None:
-        drawn.append(json.dumps(case_input, sort_keys=True))
-
-    collect()
-    return tuple(drawn)
-
-
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int) -> tuple[str, ...]:
-    return (_collect(_fn_draw(), seed, RANDOM_FN_CASES)
-            + _collect(_policy_draw(), seed + 1, RANDOM_POLICY_CASES))
+    """The random inputs for a seed, as JSON strings (hashable, and copied on every use)."""
+    drawn = (checkkit.draw(_fn_draw(), seed, RANDOM_FN_CASES)
+             + checkkit.draw(_policy_draw(), seed + 1, RANDOM_POLICY_CASES))
+    return tuple(json.dumps(d, sort_keys=True) for d in drawn)
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-drawn ones, deterministic for a seed, smallest first."""
     cases = _edge_cases()
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed)):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
+    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
     cases.sort(key=size_key)
     return cases
 
@@ -316,14 +295,6 @@ FN_CHECK = {"expected_tokens": "expected_tokens values", "step_cost": "step_cost
             "speedup": "step_cost and speedup values", "best_k": "best_k choices"}
 
 
-class _Verdict:
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
-
-    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((case, passed, message))
-
-
 def _well_formed(result: Any, inp: dict[str, Any]) -> bool:
     if not isinstance(result, dict):
         return False
@@ -353,7 +324,7 @@ def _well_formed(result: Any, inp: dict[str, Any]) -> bool:
     return True
 
 
-def _judge_fn(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_fn(case: Case, got: dict[str, Any], exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
     where = describe(case)
     name = FN_CHECK[inp["fn"]]
@@ -386,7 +357,8 @@ def _expected_tokens(a: float, k: int) -> float:
     return float(k + 1) if a == 1.0 else (1 - a ** (k + 1)) / (1 - a)
 
 
-def _judge_policy(case: Case, got: dict[str, Any], exp: dict[str, Any], v: _Verdict) -> None:
+def _judge_policy(case: Case, got: dict[str, Any], exp: dict[str, Any],
+                  v: checkkit.Verdicts) -> None:
     inp = case["input"]
     where = describe(case)
     ops = inp["ops"]
@@ -505,7 +477,7 @@ def _history(ops: list[list[Any]], req: str) -> str:
 
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
-    v = _Verdict()
+    v = checkkit.Verdicts(size_key)
     for case, g, e in zip(cases, got, expected, strict=True):
         inp = case["input"]
         e_out = e["output"]
@@ -525,18 +497,4 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
             _judge_fn(case, g["output"], e_out, v)
         else:
             _judge_policy(case, g["output"], e_out, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        case, _, message = min(failures, key=lambda r: size_key(r[0]))
-        checks.append(Check(name, False,
-                            f"{len(failures)} of {len(results)} cases fail. Smallest: {message}",
-                            weight, {"case": case["id"], "failing": len(failures),
-                                     "cases": len(results)}))
-    return checks
+    return v.checks(CHECKS)
