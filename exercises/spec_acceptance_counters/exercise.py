@@ -347,7 +347,10 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         if _close(value, ref, tol):
             return
         for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
+            # Either way round: a slip within tolerance of an earlier one, measured from
+            # either value, cannot be told from it by the number alone.
+            if old.part == part and (_close(value, float(old.answer), max(tol, 1e-9))
+                                     or _close(float(old.answer), value, max(tol, 1e-9))):
                 out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
                 return
         out.append(Mistake(part, value, feedback, name))

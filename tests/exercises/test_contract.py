@@ -83,19 +83,6 @@ MISTAKE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 SIGNED_PARTS: dict[str, tuple[str, ...]] = {"kv_tier_value": ("dram_value", "nvme_value")}
 
-# Exercises two of whose mistakes fall within the part's tolerance of each other on some of the
-# generated variants 0..199, so the grader cannot tell which slip a student made there. Their own
-# test files check the variants they were tuned on; here the clash is expected (strict: when the
-# exercise is fixed, this test says so and the entry goes).
-KNOWN_CLASHES: dict[str, str] = {
-    "kv_transfer_disagg": "decode_cap: two mistakes within 5 % of each other (e.g. seed-drawn "
-                          "70B on B200 at TP4); tests/exercises/test_kv_transfer.py checks its "
-                          "own 200 draws",
-    "spec_acceptance_counters": "acceptance_rate: two mistakes within tolerance on some seeds; "
-                                "tests/exercises/test_spec_acceptance_counters.py checks every "
-                                "tenth seed",
-}
-
 
 def _eut(spec: ExerciseSpec) -> ExerciseUnderTest:
     return ExerciseUnderTest.load(spec.module)
@@ -149,9 +136,7 @@ def test_generate_is_deterministic_and_variants_are_sensible(name: str) -> None:
             assert is_sensible(p), (n, p)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(s, marks=pytest.mark.xfail(reason=KNOWN_CLASHES[s], strict=True))
-    if s in KNOWN_CLASHES else s for s in SLUGS])
+@pytest.mark.parametrize("name", SLUGS)
 def test_mistakes_are_distinct_from_the_reference_and_each_other(name: str) -> None:
     spec = SPECS[name]
     eut = _eut(spec)
