@@ -208,12 +208,12 @@ def prepare_database(students: int, run: str, pool: dict[str, list[Case]]) -> tu
     from django.core.management import call_command
     from django.db import connections
 
-    from practice import actions
+    from practice.actions.exercises import sync_exercises
     from practice.models import Assignment, Exercise, User
 
     call_command("migrate", verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
-    actions.sync_exercises()
+    sync_exercises()
     prefix, password = f"load-{run}-", f"load-{run}-password"
     # One hash (the site's first hasher, memory-hard) for all: hashing each password would cost
     # as much as the logins themselves, and it is the logins' checking that we measure.

@@ -36,9 +36,10 @@ from django.core.management import call_command  # noqa: E402
 
 import graders  # noqa: E402
 from exercises import registry  # noqa: E402
-from practice import actions  # noqa: E402
+from practice.actions.submissions import submit_answer  # noqa: E402
 from practice.celery import app  # noqa: E402
 from practice.models import Exercise, Submission, User  # noqa: E402
+from practice.variants import hidden_seed  # noqa: E402
 
 SLUG = "stop_strings_stream"
 
@@ -49,7 +50,7 @@ def bare(n: int, source: str, part_id: str) -> list[float]:
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        r = graders.grade_answer(spec, part_id, source, params, seed=actions.hidden_seed(spec.uuid, "1"))
+        r = graders.grade_answer(spec, part_id, source, params, seed=hidden_seed(spec.uuid, "1"))
         times.append(time.perf_counter() - t0)
         assert r.score == 1.0, r.feedback
     return times
@@ -87,7 +88,7 @@ def through_worker(broker: str, n: int, source: str, part_id: str) -> list[float
     try:
         for _ in range(n + 1):  # the first warms the worker's child up and is dropped
             t0 = time.perf_counter()
-            sub = actions.submit_answer(user, ex, part_id, source)
+            sub = submit_answer(user, ex, part_id, source)
             while not Submission.objects.get(pk=sub.pk).finished:
                 time.sleep(0.01)
             times.append(time.perf_counter() - t0)

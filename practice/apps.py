@@ -6,9 +6,9 @@ from django.db.models.signals import post_migrate
 
 def _sync_after_migrate(sender: AppConfig, **kwargs: object) -> None:
     # Exercises are folders; the rows follow them on every migrate (and `make run` syncs again).
-    from practice import actions
+    from practice.actions.exercises import sync_exercises
 
-    actions.sync_exercises()
+    sync_exercises()
 
 
 class PracticeConfig(AppConfig):

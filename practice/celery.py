@@ -1,18 +1,15 @@
 """The Celery app: configured from Django settings (CELERY_ namespace), tasks listed explicitly."""
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Iterable
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import worker_process_init
 
 # The embedded broker's transport, which survives losing its folders (see the module).
 from practice import broker  # noqa: F401
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "practice.settings.dev")
-log = logging.getLogger(__name__)
 
 app = Celery("practice", include=["practice.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -50,34 +47,3 @@ def _prepare_sandbox(**kwargs: object) -> None:
         # Not fatal here: inline parts still grade, and each code submission then ends with a
         # clear error instead of ever running unsandboxed.
         pass
-
-
-def regrade_on_gpu_worker_start(queues: Iterable[str]) -> None:
-    """A GPU worker has started: re-grade on the GPU what only a CPU preview graded.
-
-    Only a worker that consumes `gpu` and grades kernels on the device (ROOFLINE_KERNEL_DEVICE=
-    gpu) asks; practice/provisional.py does nothing unless kernel parts are routed to `gpu`.
-    Never fatal: a worker that cannot reach the database now still serves its queue, and
-    `manage.py regrade_provisional` does the same later."""
-    from graders.kernel import kernel_device
-
-    if "gpu" not in set(queues) or kernel_device() != "gpu":
-        return
-    from django.db import connections
-
-    from practice import provisional
-
-    try:
-        provisional.regrade_provisional()
-    except Exception:
-        log.exception("could not queue the provisional re-grade at worker start")
-    finally:
-        connections.close_all()  # the main process forks children: share no connection
-
-
-@worker_ready.connect
-def _regrade_provisional(sender: object = None, **kwargs: object) -> None:
-    app = getattr(sender, "app", None)
-    consume_from = getattr(getattr(getattr(app, "amqp", None), "queues", None),
-                           "consume_from", None) or {}
-    regrade_on_gpu_worker_start(list(consume_from))

@@ -44,8 +44,8 @@ from prometheus_client.core import (
 )
 
 from practice import health
-from practice.actions import QUEUED_TYPES
 from practice.models import Submission
+from practice.routing import QUEUED_TYPES
 
 QUEUE_BUCKETS_S = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 GRADING_BUCKETS_S = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 90, 120)

@@ -1,7 +1,7 @@
 """Read-only reports for instructors: a cohort's score sheet, as rows and as CSV.
 
 One row per student and one column per exercise × part, holding the effective score (a review's
-override or rubric score beats the grader's; see `actions.effective_score`), the best over the
+override or rubric score beats the grader's; see `scores.effective_score`), the best over the
 student's counted submissions (submit mode, graded). A fixed number of queries whatever the
 cohort's size: exercises, students, then their submissions with reviews joined. A cell with no
 final score yet says why instead: "pending" (awaiting an instructor) or "provisional" (a kernel
@@ -18,9 +18,10 @@ import io
 
 from django.db.models import Count, Max, Q
 
-from practice import access, actions
+from practice import access
 from practice.models import Cohort, Exercise, Membership, PartState, Submission, User
 from practice.provisional import PROVISIONAL
+from practice.scores import effective_score
 
 # A cell awaiting an instructor (a text answer, a held kernel timing) with nothing scored yet.
 PENDING = "pending"
@@ -71,7 +72,7 @@ def cohort_scores_rows(viewer: User, cohort: Cohort) -> list[list[str]]:
         if why:
             waiting.setdefault(key, set()).add(why)
             continue
-        score = actions.effective_score(sub)
+        score = effective_score(sub)
         if score is not None:
             best[key] = max(best.get(key, 0.0), score)
 

@@ -2,7 +2,7 @@
 
 What counts: submit-mode, graded submissions of the cohort's current members (Run and answers the
 grader could not read use no attempt, so they are left out here too), scored by their effective
-score (a review's when it sets one, else the grader's: `actions.effective_score`).
+score (a review's when it sets one, else the grader's: `scores.effective_score`).
 
     attempts          submissions
     tried             students with at least one
@@ -54,7 +54,7 @@ from practice.provisional import PROVISIONAL
 BINS = 10
 # Scores are floats written by graders and reviews; 1 means "within a hair of 1".
 SOLVED = 1.0 - 1e-9
-# Verdicts that used no attempt (actions._count_attempt): not an answer to count.
+# Verdicts that used no attempt (actions.progress.count_attempt): not an answer to count.
 UNCOUNTED_VERDICTS = ("invalid", "error")
 OTHER = ""  # the mistake name of a wrong answer that matched no known mistake
 HEADLINE_CHARS = 140
@@ -180,7 +180,7 @@ class CohortStats:
 
 def counted_submissions(cohort: Cohort) -> QuerySet[Submission]:
     """The submissions statistics are made of, with `eff` (effective score) as an alias: NULL
-    for a provisional answer nobody reviewed (no final score yet: `actions.effective_score`)."""
+    for a provisional answer nobody reviewed (no final score yet: `scores.effective_score`)."""
     members = Membership.objects.filter(cohort=cohort).values("user_id")
     return (Submission.objects
             .filter(user_id__in=members, mode=Submission.Mode.SUBMIT,

@@ -6,7 +6,7 @@ from django.db import models
 
 class Exercise(models.Model):
     """One row per exercise, keyed by its stable id (exercise.toml `uuid`); rewritten by
-    `actions.sync_exercises`.
+    `practice.actions.exercises.sync_exercises`.
 
     The folder is the source of truth; the row exists so that submissions, progress and statistics
     can point at something, and so a removed folder keeps its history (`active=False`). A renamed

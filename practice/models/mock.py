@@ -13,7 +13,8 @@ class MockInterview(models.Model):
     `exercises` is an ordered list of slugs (the order the questions are shown in), not an M2M:
     the order matters and the set is fixed when the mock starts. It ends when the student
     finishes it (`ended_by="finish"`) or, read after its deadline, by time (`ended_by="time"`,
-    `finished_at` = the deadline). State changes go through `practice.actions` only.
+    `finished_at` = the deadline). State changes go through
+    `practice.actions.mock_interviews` only.
     """
 
     class EndedBy(models.TextChoices):

@@ -9,8 +9,9 @@ from .exercise import Exercise
 class Submission(models.Model):
     """One answer to one part. The row is the result: Celery carries only its id.
 
-    States move queued → running → graded | error through `practice.actions` only; `deliveries`
-    counts how often a worker claimed it, so a submission that kills its worker is stopped.
+    States move queued → running → graded | error through `practice.actions.submissions` and
+    `practice.grading` only; `deliveries` counts how often a worker claimed it, so a submission
+    that kills its worker is stopped.
     """
 
     class Status(models.TextChoices):

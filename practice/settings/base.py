@@ -141,7 +141,6 @@ CELERY_TASK_SOFT_TIME_LIMIT = 90
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_WORKER_MAX_TASKS_PER_CHILD = 200
 CELERY_TASK_DEFAULT_QUEUE = "grade"
-CELERY_TASK_ROUTES = {"practice.tasks.grade_submission_gpu": {"queue": "gpu"}}
 # How often beat runs the sweeper (requeue_stuck). An env knob so the reliability tests can
 # watch a recovery in seconds instead of waiting for the production period.
 ROOFLINE_SWEEP_PERIOD_S = float(os.environ.get("ROOFLINE_SWEEP_PERIOD_S", "30"))

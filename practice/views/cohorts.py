@@ -16,7 +16,9 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
-from practice import access, actions, reports
+from practice import access, reports
+from practice.actions import NotAllowed
+from practice.actions.cohorts import MAX_COHORT_NAME, create_cohort, join_cohort
 from practice.models import Cohort, Exercise, Membership, Submission, User
 from practice.models.cohort import normalize_join_code
 
@@ -45,7 +47,7 @@ def _dashboard(request: HttpRequest, name: str = "", error: str = "",
     rows = [{"cohort": c, "join_link": _join_link(request, c)} for c in cohorts]
     return render(request, "practice/teach/dashboard.html", {
         "rows": rows, "name": name, "error": error, "show_owner": user.is_staff,
-        "max_name": actions.MAX_COHORT_NAME}, status=status)
+        "max_name": MAX_COHORT_NAME}, status=status)
 
 
 @login_required
@@ -63,8 +65,8 @@ def create(request: HttpRequest) -> HttpResponse:
         return forbidden(request)
     name = request.POST.get("name", "")
     try:
-        cohort = actions.create_cohort(user, name)
-    except actions.NotAllowed as exc:
+        cohort = create_cohort(user, name)
+    except NotAllowed as exc:
         return _dashboard(request, name=name, error=f"No cohort made: {exc}.", status=400)
     messages.success(request, f"Cohort “{cohort.name}” made. Students join with the code "
                               f"{cohort.join_code} or the link below.")
@@ -110,8 +112,8 @@ def join(request: HttpRequest, code: str = "") -> HttpResponse:
     if request.method == "POST":
         typed = request.POST.get("code", code)
         try:
-            cohort = actions.join_cohort(user, typed)
-        except actions.NotAllowed as exc:
+            cohort = join_cohort(user, typed)
+        except NotAllowed as exc:
             return _join_page(request, typed, error=f"Not joined: {exc}.", status=400)
         messages.success(request, f"You joined “{cohort.name}”. Its instructor now sees your "
                                   "attempts; other students never do.")

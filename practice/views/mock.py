@@ -13,8 +13,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from exercises import registry
-from practice import actions
-from practice import mock as mocks
+from practice import interview
+from practice.actions import NotAllowed
+from practice.actions.exercises import assignment_for
+from practice.actions.mock_interviews import (
+    expire_mock_interview,
+    finish_mock_interview,
+    start_mock_interview,
+)
 from practice.models import MockInterview, PartState, User
 from practice.views.parts import _sections
 
@@ -22,7 +28,7 @@ from practice.views.parts import _sections
 @login_required
 def random_question(request: HttpRequest) -> HttpResponse:
     """A GET that changes nothing: pick an exercise with an unsolved part and go there."""
-    slug = mocks.pick_unsolved(mocks.standings_for(request.user),  # type: ignore[arg-type]
+    slug = interview.pick_unsolved(interview.standings_for(request.user),  # type: ignore[arg-type]
                                random.SystemRandom())
     if slug is None:
         messages.success(request, "You have solved every part of every exercise. Nothing left "
@@ -35,8 +41,8 @@ def random_question(request: HttpRequest) -> HttpResponse:
 @require_POST
 def mock_start(request: HttpRequest) -> HttpResponse:
     try:
-        mock = actions.start_mock_interview(request.user)  # type: ignore[arg-type]
-    except actions.NotAllowed as exc:
+        mock = start_mock_interview(request.user)  # type: ignore[arg-type]
+    except NotAllowed as exc:
         messages.error(request, f"No mock interview: {exc}.")
         return redirect("catalog")
     return redirect("mock_detail", pk=mock.pk)
@@ -46,7 +52,7 @@ def mock_start(request: HttpRequest) -> HttpResponse:
 @require_POST
 def mock_finish(request: HttpRequest, pk: int) -> HttpResponse:
     mock = get_object_or_404(MockInterview, pk=pk, user=request.user)
-    actions.finish_mock_interview(mock)
+    finish_mock_interview(mock)
     return redirect("mock_detail", pk=pk)
 
 
@@ -57,21 +63,21 @@ def mock_detail(request: HttpRequest, pk: int) -> HttpResponse:
     Someone else's mock is a 404, like someone else's submission."""
     mock = get_object_or_404(MockInterview, pk=pk, user=request.user)
     now = timezone.now()
-    actions.expire_mock_interview(mock, now)  # expire on read: there is no timer process
-    questions = mocks.summarize(mock, now)
+    expire_mock_interview(mock, now)  # expire on read: there is no timer process
+    questions = interview.summarize(mock, now)
     ctx: dict[str, Any] = {"mock": mock, "questions": questions,
                            "running": mock.is_running(now),
-                           "duration": mocks.human_duration(mock.duration_s)}
+                           "duration": interview.human_duration(mock.duration_s)}
     if ctx["running"]:
-        ctx["clock"] = mocks.clock(mock, now)
+        ctx["clock"] = interview.clock(mock, now)
     else:
         ended = mock.finished_at or mock.deadline
-        ctx["total_used"] = mocks.human_duration((ended - mock.started_at).total_seconds())
+        ctx["total_used"] = interview.human_duration((ended - mock.started_at).total_seconds())
         ctx["solutions"] = [_solutions(request.user, q) for q in questions]  # type: ignore[arg-type]
     return render(request, "practice/mock.html", ctx)
 
 
-def _solutions(user: User, q: mocks.QuestionSummary) -> dict[str, Any]:
+def _solutions(user: User, q: interview.QuestionSummary) -> dict[str, Any]:
     """After the mock, each part of a question as the exercise page would show it now: the
     worked solution where the part is solved or given up, otherwise a way to give up."""
     spec = registry.get(q.exercise.slug)
@@ -80,7 +86,7 @@ def _solutions(user: User, q: mocks.QuestionSummary) -> dict[str, Any]:
     sections: dict[str, str] = {}
     preamble = ""
     if visible:  # rendering the worked solution is the slow part; only when something shows
-        variant = actions.assignment_for(user, q.exercise).variant
+        variant = assignment_for(user, q.exercise).variant
         _, preamble, sections = _sections(spec, variant)
     parts = []
     for i, part in enumerate(spec.parts):

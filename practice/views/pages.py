@@ -11,9 +11,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from exercises import registry
-from practice import actions
-from practice import mock as mocks
+from practice import interview
+from practice.actions.exercises import assignment_for
+from practice.actions.people import sign_up
 from practice.models import Exercise, MockInterview, PartState, Submission, User
+from practice.variants import variant_params
 from practice.views.parts import part_context
 
 
@@ -26,7 +28,7 @@ class SignUpForm(UserCreationForm):
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = actions.sign_up(form.cleaned_data["username"], form.cleaned_data["password1"])
+        user = sign_up(form.cleaned_data["username"], form.cleaned_data["password1"])
         login(request, user)
         return redirect("catalog")
     return render(request, "registration/signup.html", {"form": form})
@@ -42,7 +44,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
             solved[s.exercise_id] += 1
         if s.attempts:
             attempted.add(s.exercise_id)
-    running = mocks.running_mock(request.user)  # type: ignore[arg-type]
+    running = interview.running_mock(request.user)  # type: ignore[arg-type]
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for ex in Exercise.objects.filter(active=True):
         n = len(ex.parts)
@@ -55,11 +57,11 @@ def catalog(request: HttpRequest) -> HttpResponse:
         })
     return render(request, "practice/catalog.html", {
         "topics": sorted(topics.items()),
-        "mock": mocks.clock(running) if running is not None else None,
+        "mock": interview.clock(running) if running is not None else None,
         # Past its deadline counts as over even before its page records the end.
         "last_mock": None if running else MockInterview.objects.filter(user=request.user).first(),
-        "mock_questions": mocks.QUESTIONS_PER_MOCK,
-        "mock_minutes": mocks.DEFAULT_DURATION_S // 60,
+        "mock_questions": interview.QUESTIONS_PER_MOCK,
+        "mock_minutes": interview.DEFAULT_DURATION_S // 60,
     })
 
 
@@ -76,8 +78,8 @@ def evidence_download(request: HttpRequest, slug: str, name: str) -> HttpRespons
     """One evidence file of the student's own variant, as a JSON download."""
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
     spec = registry.get(slug)
-    variant = actions.assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
-    found = registry.evidence(spec, actions.variant_params(spec, variant))
+    variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    found = registry.evidence(spec, variant_params(spec, variant))
     if name not in found:
         raise Http404("no such evidence")
     ev = found[name]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import OuterRef, Subquery
@@ -18,15 +17,18 @@ from django.views.decorators.http import require_POST
 from exercises import registry, templating
 from exercises.spec import ExerciseSpec, PartSpec
 from graders.base import InvalidAnswer
-from practice import actions
-from practice import mock as mocks
+from practice import interview, routing
+from practice.actions import NotAllowed
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import reveal_solution, submit_answer
 from practice.markdown import render_markdown
 from practice.models import Exercise, PartState, Submission, User
 from practice.templatetags import review_notes
+from practice.variants import variant_params
 
 
 def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
-    params = actions.variant_params(spec, variant)
+    params = variant_params(spec, variant)
     solution = registry.solve(spec, params)
     statement = templating.render(spec.statement_template, params, solution, "statement.md")
     worked = templating.render(spec.solution_template, params, solution, "solution.md")
@@ -40,7 +42,7 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
               found: tuple[PartState | None, Submission | None] | None = None
               ) -> dict[str, Any]:
     """One part's context. `hidden`: a running mock interview hides worked solutions even for
-    solved parts; callers ask `mocks.solutions_hidden_for` once per page or redraw. `found`: the
+    solved parts; callers ask `interview.solutions_hidden_for` once per page or redraw. `found`: the
     part's state and latest submission when the caller fetched them for the whole page."""
     if found is None:
         # The latest submission before the state: a worker may finish between the two reads,
@@ -64,14 +66,14 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "solution_html": solution_html if state and state.solution_visible and not hidden else "",
         "key_points": part.key_points if latest and part.type == "text" and not hidden else (),
         "mock_hidden": hidden,
-        "kernel_on_gpu": settings.ROOFLINE_KERNEL_QUEUE == "gpu",
+        "kernel_on_gpu": routing.kernels_on_gpu(),
     }
 
 
 def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str, Any]:
-    variant = actions.assignment_for(user, exercise).variant
+    variant = assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
-    hidden = mocks.solutions_hidden_for(user, exercise)
+    hidden = interview.solutions_hidden_for(user, exercise)
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
     mine = Submission.objects.filter(user=user, exercise=exercise)
@@ -86,12 +88,12 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
         parts.append(_one_part(user, exercise, spec, part, html, hidden,
                                found=(states.get(part.id), latest.get(part.id))))
     review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
-    evidence = registry.evidence(spec, actions.variant_params(spec, variant))
+    evidence = registry.evidence(spec, variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "parts": parts, "evidence": sorted(evidence.items()),
             # Kernel results timed on a GPU are drawn on a roofline (static/charts.js).
             "charts": bool(evidence) or any(p.type == "kernel" for p in spec.parts),
-            "mock": mocks.banner_for(user, exercise)}
+            "mock": interview.banner_for(user, exercise)}
 
 
 def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",
@@ -101,12 +103,12 @@ def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: 
         part = spec.part(part_id)
     except KeyError:
         raise Http404("no such part") from None
-    variant = actions.assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
     _, preamble, sections = _sections(spec, variant)
     html = sections.get(part.id, "")
     if spec.parts[0].id == part.id:
         html = preamble + html
-    hidden = mocks.solutions_hidden_for(request.user, exercise)  # type: ignore[arg-type]
+    hidden = interview.solutions_hidden_for(request.user, exercise)  # type: ignore[arg-type]
     ctx = _one_part(request.user, exercise, spec, part, html, hidden,  # type: ignore[arg-type]
                     error, draft)
     return render(request, "practice/partials/part.html", {"p": ctx})
@@ -115,16 +117,19 @@ def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: 
 @login_required
 @require_POST
 def submit_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
+    """Submit (or Run) an answer. `submit_answer` grades an inline part at once
+    (practice.grading.grade_inline) and queues any other for a worker, which grades it with
+    practice.grading.grade_submission (claim → grade → record)."""
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
     # Several checkboxes (a multi-choice part) arrive as `pick`; everything else as `answer`.
     answer = request.POST.get("answer") or ", ".join(request.POST.getlist("pick"))
     mode = "run" if request.POST.get("mode") == "run" else "submit"
     error = ""
     try:
-        actions.submit_answer(request.user, exercise, part_id, answer, mode)  # type: ignore[arg-type]
+        submit_answer(request.user, exercise, part_id, answer, mode)  # type: ignore[arg-type]
     except InvalidAnswer as exc:
         error = str(exc)
-    except actions.NotAllowed as exc:
+    except NotAllowed as exc:
         error = str(exc)
     if not request.htmx:  # type: ignore[attr-defined]
         # Without JavaScript the refusal (a bad answer, the rate limit) travels as a message.
@@ -139,10 +144,10 @@ def submit_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
 def reveal_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
     try:
-        actions.reveal_solution(request.user, exercise, part_id)  # type: ignore[arg-type]
+        reveal_solution(request.user, exercise, part_id)  # type: ignore[arg-type]
     except KeyError:
         raise Http404("no such part") from None
-    except actions.NotAllowed as exc:
+    except NotAllowed as exc:
         # Refused by the action, not only by a hidden button: a stale page or a crafted post
         # must not show a solution mid-interview. The redrawn part (htmx) or a message says why.
         if not request.htmx:  # type: ignore[attr-defined]

@@ -22,7 +22,8 @@ from django.views.decorators.http import require_POST
 
 from exercises import registry
 from exercises.spec import ExerciseSpec, PartSpec
-from practice import access, actions, diffing
+from practice import access, diffing
+from practice.actions import NotAllowed, reviews
 from practice.markdown import render_markdown
 from practice.models import (
     Cohort,
@@ -34,6 +35,8 @@ from practice.models import (
     Submission,
     User,
 )
+from practice.scores import effective_score
+from practice.variants import variant_params
 from practice.views.cohorts import forbidden
 from practice.views.parts import _sections
 
@@ -130,7 +133,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     cohorts = _cohort_names(viewer, {s.user_id for s in subs})
     rows = [{"sub": s, "cohorts": cohorts.get(s.user_id, []),
              "why": "timing held" if _timing_held(s) else f"{s.part_type} answer",
-             "score": actions.effective_score(s),
+             "score": effective_score(s),
              "reviewed": getattr(getattr(s, "review", None), "score", None) is not None}
             for s in subs]
     # The filters travel with the page links and into the attempt view (its "back to the
@@ -179,7 +182,7 @@ def answer_context(sub: Submission, previous: Submission | None, *, focused: boo
         "previous": previous,
         "diff": (diffing.line_diff(previous.answer, sub.answer)
                  if listed and previous is not None else None),
-        "score": actions.effective_score(sub),
+        "score": effective_score(sub),
         "reviewed": getattr(getattr(sub, "review", None), "score", None) is not None,
         "timing_held": _timing_held(sub),
     }
@@ -278,7 +281,7 @@ def attempt(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "practice/teach/attempt.html", {
         "sub": sub, "student": sub.user, "exercise": sub.exercise, "spec": spec, "part": part,
         "prompt_html": render_markdown(part.prompt) if part is not None else "",
-        "params": list(actions.variant_params(spec, sub.variant).items()),
+        "params": list(variant_params(spec, sub.variant).items()),
         "statement_html": statement, "worked_html": worked,
         "focused": answer_context(focused, previous[focused.pk], focused=True),
         "answers": [{"sub": a, "ctx": None if a.pk == sub.pk
@@ -312,8 +315,8 @@ def comment(request: HttpRequest, pk: int) -> HttpResponse:
             error = "the line is a number"
     if not error:
         try:
-            actions.add_comment(viewer, sub, request.POST.get("body", ""), line)
-        except actions.NotAllowed as exc:
+            reviews.add_comment(viewer, sub, request.POST.get("body", ""), line)
+        except NotAllowed as exc:
             error = str(exc)
     if not _is_htmx(request):
         if error:
@@ -351,8 +354,8 @@ def apply_rubric(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError:
         return _panel(request, viewer, sub, error="Rubric not applied: bad item.")
     try:
-        actions.apply_rubric(viewer, sub, ids)
-    except actions.NotAllowed as exc:
+        reviews.apply_rubric(viewer, sub, ids)
+    except NotAllowed as exc:
         return _panel(request, viewer, sub, error=f"Rubric not applied: {exc}.")
     return _panel(request, viewer, sub, done="Rubric applied.")
 
@@ -373,8 +376,8 @@ def override(request: HttpRequest, pk: int) -> HttpResponse:
             return _panel(request, viewer, sub, form=form,
                           error="No override: give a score from 0 to 1 (or clear it).")
     try:
-        actions.override_score(viewer, sub, score, form["reason"])
-    except actions.NotAllowed as exc:
+        reviews.override_score(viewer, sub, score, form["reason"])
+    except NotAllowed as exc:
         return _panel(request, viewer, sub, form=form, error=f"No override: {exc}.")
     done = "Override cleared." if score is None else f"Score overridden to {score:g}."
     return _panel(request, viewer, sub, done=done)
@@ -386,9 +389,9 @@ def _points(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise actions.NotAllowed("points are a number, e.g. 0.5 or -1") from None
+        raise NotAllowed("points are a number, e.g. 0.5 or -1") from None
     if value != value:  # NaN compares unequal to itself and would pass every range check
-        raise actions.NotAllowed("points are a number, e.g. 0.5 or -1")
+        raise NotAllowed("points are a number, e.g. 0.5 or -1")
     return value
 
 
@@ -426,17 +429,17 @@ def rubric(request: HttpRequest, pk: int, slug: str, part_id: str) -> HttpRespon
             if op == "delete":
                 if item is None:
                     raise Http404("no such rubric item")
-                actions.delete_rubric_item(viewer, item)
+                reviews.delete_rubric_item(viewer, item)
                 messages.success(request, f"Deleted “{item.label}”; reviews that applied it "
                                           "were re-scored.")
             else:
-                saved = actions.save_rubric_item(
+                saved = reviews.save_rubric_item(
                     viewer, cohort, exercise, part_id, label=form["label"],
                     points=_points(form["points"]), explanation=form["explanation"], item=item)
                 messages.success(request, f"Saved “{saved.label}” ({saved.points:+g} pt)"
                                  + ("; reviews that apply it were re-scored." if item else "."))
             return redirect(request.get_full_path())
-        except actions.NotAllowed as exc:
+        except NotAllowed as exc:
             error = f"Not saved: {exc}."
             editing = item.pk if item is not None else None
     back = None

@@ -10,7 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from practice import access, actions, stats
+from practice import access, stats
+from practice.actions import NotAllowed
+from practice.actions.regrade import start_regrade
 from practice.models import Cohort, Exercise, RegradeJob
 
 RECENT_REGRADES = 5
@@ -46,8 +48,8 @@ def exercise_stats(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
 def regrade_start(request: HttpRequest, slug: str) -> HttpResponse:
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
     try:
-        job = actions.start_regrade(request.user, exercise)  # type: ignore[arg-type]
-    except actions.NotAllowed:
+        job = start_regrade(request.user, exercise)  # type: ignore[arg-type]
+    except NotAllowed:
         raise Http404("no such exercise") from None
     return redirect("regrade_progress", pk=job.pk)
 

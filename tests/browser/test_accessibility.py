@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from exercises import registry
-from practice import actions
+from practice.actions.submissions import reveal_solution, submit_answer
 from practice.models import Exercise, User
 
 from .conftest import THEMES, PageWatch, axe_violations, describe_violations, set_look, settle
@@ -39,8 +39,8 @@ def answer_choices_and_reveal(user: User, slug: str) -> None:
     exercise = Exercise.objects.get(slug=slug)
     for part in spec.parts:
         if part.type == "choice":
-            actions.submit_answer(user, exercise, part.id, part.options[0].id)
-    actions.reveal_solution(user, exercise, spec.parts[0].id)
+            submit_answer(user, exercise, part.id, part.options[0].id)
+    reveal_solution(user, exercise, spec.parts[0].id)
 
 
 def send_bad_signup(page: Any) -> None:

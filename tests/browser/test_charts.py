@@ -11,7 +11,8 @@ from django.test import Client
 
 from exercises import registry
 from graders.selftest import answer_text
-from practice import actions
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import submit_answer
 from practice.models import Assignment, Exercise, User
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -170,8 +171,8 @@ def test_history_draws_progress_by_topic(page: Any, live_server: Any,
     ex = Exercise.objects.get(slug=spec.slug)
     part = next(p for p in spec.parts if p.type == "number")
     solution = registry.solve(spec, registry.params_for(
-        spec, actions.assignment_for(user, ex).variant))
-    actions.submit_answer(user, ex, part.id, answer_text(part, solution[part.id]))
+        spec, assignment_for(user, ex).variant))
+    submit_answer(user, ex, part.id, answer_text(part, solution[part.id]))
 
     page.goto(f"{live_server.url}/history/")
     page.locator("canvas[data-progress-chart][data-drawn=ok]").wait_for(timeout=10_000)
@@ -215,7 +216,7 @@ def test_kernel_timing_is_drawn_on_a_roofline(page: Any, live_server: Any,
     part = next(p for p in spec.parts if p.type == "kernel")
     Submission.objects.create(
         user=user, exercise=ex, part_id=part.id, part_type="kernel",
-        variant=actions.assignment_for(user, ex).variant, answer="# kernel", status="graded",
+        variant=assignment_for(user, ex).variant, answer="# kernel", status="graded",
         score=1.0, verdict="correct", result=_timed_kernel_result(), started_at=timezone.now(),
         finished_at=timezone.now())
     page.goto(f"{live_server.url}/ex/{slug}/")

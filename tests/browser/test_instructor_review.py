@@ -15,7 +15,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from exercises import registry
-from practice import actions
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import submit_answer
 from practice.models import Comment, Exercise, Review, Submission, User
 
 from .conftest import (
@@ -46,7 +48,7 @@ def code_answer(user: User, answer: str, score: float, failing: str) -> Submissi
                          {"name": failing, "passed": False, "message": "expected 7, got 9"}]}
     return Submission.objects.create(
         user=user, exercise=ex, part_id=CODE_PART, part_type="code",
-        variant=actions.assignment_for(user, ex).variant, answer=answer, status="graded",
+        variant=assignment_for(user, ex).variant, answer=answer, status="graded",
         score=score, verdict="partial", result=result, started_at=now, finished_at=now)
 
 
@@ -63,15 +65,15 @@ def test_instructor_reviews_comments_overrides_and_exports(page: Any, live_serve
     instructor = User.objects.create_user("prof", password="pw-prof-123", is_instructor=True)
     ada = User.objects.create_user("ada", password="pw-ada-123")
     grace = User.objects.create_user("grace", password="pw-grace-123")
-    cohort = actions.create_cohort(instructor, "Inference, spring")
+    cohort = create_cohort(instructor, "Inference, spring")
     for student in (ada, grace):
-        actions.join_cohort(student, cohort.join_code)
+        join_cohort(student, cohort.join_code)
     ex = Exercise.objects.get(slug=SLUG)
-    text = actions.submit_answer(ada, ex, TEXT_PART, "Admission counts only the prompt's "
+    text = submit_answer(ada, ex, TEXT_PART, "Admission counts only the prompt's "
                                  "blocks.\nA concurrency cap sizes the batch for the end.")
     code_answer(ada, CODE_V1, 0.5, "frees blocks on finish")
     code = code_answer(ada, CODE_V2, 0.75, "keeps the free count")
-    later = actions.submit_answer(grace, ex, TEXT_PART, "More blocks would not help.")
+    later = submit_answer(grace, ex, TEXT_PART, "More blocks would not help.")
     page.context.add_cookies(session_cookies(instructor, live_server.url))
 
     # The queue: two text answers, oldest first; j / k move the selection, Enter opens it.

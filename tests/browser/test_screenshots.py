@@ -9,8 +9,10 @@ import pytest
 
 from exercises import registry
 from graders.selftest import answer_text
-from practice import actions
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import reveal_solution, submit_answer
 from practice.models import Exercise, User
+from practice.variants import variant_params
 
 from .conftest import (
     THEMES,
@@ -35,11 +37,11 @@ def solve_and_miss(user: User, slug: str) -> str:
     in the request: no worker needed); return the solved part's id."""
     spec = registry.get(slug)
     exercise = Exercise.objects.get(slug=slug)
-    ref = registry.solve(spec, actions.variant_params(
-        spec, actions.assignment_for(user, exercise).variant))
+    ref = registry.solve(spec, variant_params(
+        spec, assignment_for(user, exercise).variant))
     first, second = [p for p in spec.parts if p.type == "number"][:2]
-    actions.submit_answer(user, exercise, first.id, answer_text(first, ref[first.id]))
-    actions.submit_answer(user, exercise, second.id, "1")
+    submit_answer(user, exercise, first.id, answer_text(first, ref[first.id]))
+    submit_answer(user, exercise, second.id, "1")
     return first.id
 
 
@@ -107,7 +109,7 @@ def test_katex_typesets_every_formula(page: Any, live_server: Any, student: User
     for slug in MATH_SAMPLE:
         exercise = Exercise.objects.get(slug=slug)
         for part in registry.get(slug).parts:
-            actions.reveal_solution(student, exercise, part.id)
+            reveal_solution(student, exercise, part.id)
     for slug in MATH_SAMPLE:
         page.goto(f"{live_server.url}/ex/{slug}/")
         settle(page)

@@ -13,7 +13,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from practice import actions, reports
+from practice import reports
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.reviews import apply_rubric, override_score, save_rubric_item
 from practice.models import (
     Cohort,
     Comment,
@@ -52,7 +54,7 @@ def teacher() -> User:
 
 @pytest.fixture
 def cohort(teacher: User) -> Cohort:
-    return actions.create_cohort(teacher, "Spring  interviews ")
+    return create_cohort(teacher, "Spring  interviews ")
 
 
 def logged_in(user: User) -> Client:
@@ -93,7 +95,7 @@ def test_a_student_cannot_make_a_cohort() -> None:
 
 def test_the_dashboard_lists_only_my_cohorts(teacher: User, cohort: Cohort) -> None:
     other = make_user("other", is_instructor=True)
-    theirs = actions.create_cohort(other, "Their cohort")
+    theirs = create_cohort(other, "Their cohort")
     page = logged_in(teacher).get("/teach/").content.decode()
     assert cohort.name in page and "Their cohort" not in page and theirs.join_code not in page
     staff_page = logged_in(make_user("root", is_staff=True)).get("/teach/").content.decode()
@@ -169,7 +171,7 @@ def test_a_join_link_opened_logged_out_comes_back_after_login(cohort: Cohort) ->
 def test_the_cohort_page_shows_each_students_progress(teacher: User, cohort: Cohort) -> None:
     ann, bob, outsider = make_user("ann"), make_user("bob"), make_user("zed-outsider")
     for u in (ann, bob):
-        actions.join_cohort(u, cohort.join_code)
+        join_cohort(u, cohort.join_code)
     ex = Exercise.objects.get(slug=NUMBER[0])
     PartState.objects.create(user=ann, exercise=ex, part_id="pool_blocks", attempts=2,
                              best_score=1, solved_at=ex.synced_at)
@@ -202,7 +204,7 @@ def test_the_cohort_page_reads_a_fixed_number_of_queries(teacher: User, cohort: 
     def add(n: int, start: int) -> None:
         for i in range(start, start + n):
             u = make_user(f"s{i:03d}")
-            actions.join_cohort(u, cohort.join_code)
+            join_cohort(u, cohort.join_code)
             make_sub(u, *NUMBER, 0.5, "partial")
 
     add(2, 0)
@@ -227,15 +229,15 @@ def graded_cohort(teacher: User, cohort: Cohort) -> Cohort:
     cy: a number answer the grader gave 1 that a review overrode down to 0.25."""
     ann, bob, cy = make_user("ann"), make_user("bob"), make_user("cy")
     for u in (ann, bob, cy):
-        actions.join_cohort(u, cohort.join_code)
+        join_cohort(u, cohort.join_code)
     make_sub(ann, *NUMBER, 0.0, "incorrect")
     make_sub(ann, *NUMBER, 1.0, "correct")
     text = make_sub(ann, *TEXT, 0.0, "pending", answer="because the ledger leaks")
-    actions.override_score(teacher, text, 0.5, "half the argument")
+    override_score(teacher, text, 0.5, "half the argument")
     make_sub(bob, *TEXT, 0.0, "pending")
     make_sub(bob, *NUMBER, 1.0, "correct", mode="run")
     high = make_sub(cy, *NUMBER, 1.0, "correct")
-    actions.override_score(teacher, high, 0.25, "copied the example")
+    override_score(teacher, high, 0.25, "copied the example")
     make_sub(cy, *NUMBER, None, "", status="queued")  # not graded yet: not counted
     return cohort
 
@@ -264,16 +266,16 @@ def test_the_csv_holds_effective_best_scores(teacher: User, graded_cohort: Cohor
 
 def test_editing_a_rubric_item_changes_the_export(teacher: User, cohort: Cohort) -> None:
     ann = make_user("ann")
-    actions.join_cohort(ann, cohort.join_code)
+    join_cohort(ann, cohort.join_code)
     sub = make_sub(ann, *TEXT, 0.0, "pending")
     ex = Exercise.objects.get(slug=TEXT[0])
     part_points = next(p["points"] for p in ex.parts if p["id"] == "fix")
-    item = actions.save_rubric_item(teacher, cohort, ex, "fix", label="names the leak",
+    item = save_rubric_item(teacher, cohort, ex, "fix", label="names the leak",
                                     points=part_points / 2)
-    actions.apply_rubric(teacher, sub, [item.pk])
+    apply_rubric(teacher, sub, [item.pk])
     col = "Q36 kv_page_ledger / fix"
     assert rows_by_student(reports.cohort_scores_csv(teacher, cohort))[1]["ann"][col] == "0.5"
-    actions.save_rubric_item(teacher, cohort, ex, "fix", label="names the leak",
+    save_rubric_item(teacher, cohort, ex, "fix", label="names the leak",
                              points=part_points, item=item)
     assert rows_by_student(reports.cohort_scores_csv(teacher, cohort))[1]["ann"][col] == "1"
 
@@ -281,7 +283,7 @@ def test_editing_a_rubric_item_changes_the_export(teacher: User, cohort: Cohort)
 @pytest.mark.parametrize("name", ["=HYPERLINK(1)", "+1", "-2", "@SUM(A1)"])
 def test_the_csv_never_starts_a_cell_with_a_formula(teacher: User, cohort: Cohort,
                                                     name: str) -> None:
-    actions.join_cohort(make_user(name), cohort.join_code)
+    join_cohort(make_user(name), cohort.join_code)
     text = reports.cohort_scores_csv(teacher, cohort)
     cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
     assert "'" + name in cells
@@ -297,10 +299,10 @@ def test_the_export_reads_a_fixed_number_of_queries(teacher: User, cohort: Cohor
     def add(n: int, start: int) -> None:
         for i in range(start, start + n):
             u = make_user(f"s{i:03d}")
-            actions.join_cohort(u, cohort.join_code)
+            join_cohort(u, cohort.join_code)
             make_sub(u, *NUMBER, 0.5, "partial")
             sub = make_sub(u, *TEXT, 0.0, "pending")
-            actions.override_score(teacher, sub, 0.75, "fine")
+            override_score(teacher, sub, 0.75, "fine")
 
     add(2, 0)
     few = count()

@@ -15,7 +15,7 @@ from django.utils import timezone
 from exercises import registry
 from exercises.registry import ExerciseError
 from exercises.spec import ExerciseSpec
-from practice import actions
+from practice.actions.exercises import sync_exercises
 from practice.models import Exercise, MockInterview, PartState, User
 
 SLUG = "stop_strings_stream"
@@ -67,7 +67,7 @@ def test_a_renamed_folder_keeps_its_row_and_history(monkeypatch: pytest.MonkeyPa
                                         exercises=["kv_page_ledger", SLUG])
     renamed = dataclasses.replace(registry.get(SLUG), slug="stop_strings_renamed")
     _specs_with(monkeypatch, renamed)
-    report = actions.sync_exercises()
+    report = sync_exercises()
     assert report.renamed == 1 and report.created == 0 and report.deactivated == 0
     row.refresh_from_db()
     assert (row.slug, row.active, str(row.uuid)) == ("stop_strings_renamed", True, renamed.uuid)
@@ -83,7 +83,7 @@ def test_two_folders_swapping_names_keep_their_own_rows(monkeypatch: pytest.Monk
     row_a, row_b = Exercise.objects.get(slug=a.slug), Exercise.objects.get(slug=b.slug)
     _specs_with(monkeypatch, dataclasses.replace(a, slug=b.slug),
                 dataclasses.replace(b, slug=a.slug))
-    assert actions.sync_exercises().renamed == 2
+    assert sync_exercises().renamed == 2
     row_a.refresh_from_db()
     row_b.refresh_from_db()
     assert (row_a.slug, str(row_a.uuid)) == (b.slug, a.uuid)
@@ -94,7 +94,7 @@ def test_two_folders_swapping_names_keep_their_own_rows(monkeypatch: pytest.Monk
 def test_a_row_from_before_ids_is_adopted_by_its_slug() -> None:
     row = Exercise.objects.get(slug=SLUG)
     Exercise.objects.filter(pk=row.pk).update(uuid=None)
-    report = actions.sync_exercises()
+    report = sync_exercises()
     assert report.created == 0
     row.refresh_from_db()
     assert str(row.uuid) == registry.get(SLUG).uuid
@@ -106,7 +106,7 @@ def test_a_new_exercise_may_take_the_slug_of_a_removed_one(
     old = Exercise.objects.get(slug=SLUG)
     newcomer = dataclasses.replace(registry.get(SLUG), uuid=str(uuid.uuid4()))
     _specs_with(monkeypatch, newcomer, drop=(SLUG,))
-    report = actions.sync_exercises()
+    report = sync_exercises()
     assert report.created == 1
     old.refresh_from_db()
     assert old.slug == f"{SLUG}-gone-{old.pk}" and not old.active

@@ -1,6 +1,6 @@
 """Submit's hidden cases are drawn per submission and reproduced by a regrade (issue 19, item 6).
 
-The worker and an instructor's regrade both grade a row through actions.grade_claimed; what it
+The worker and an instructor's regrade both grade a row through grade_claimed; what it
 hands the grader as the seed decides the hidden cases. No sandbox here: the grader is replaced
 by one that records its arguments, and the cases come from the exercise's checks.py directly.
 (The hard-coding attack itself, through the sandbox, is in tests/runners/test_hostile.py.)
@@ -16,8 +16,9 @@ import graders
 from exercises import registry
 from graders import code as code_grader
 from graders.base import GradeResult
-from practice import actions
+from practice.grading import grade_claimed
 from practice.models import Exercise, Submission
+from practice.variants import hidden_seed, variant_params
 
 SLUG, PART = "canary_sample_size", "sizing"
 
@@ -45,12 +46,12 @@ def _inputs(cases: list[dict[str, Any]]) -> list[str]:
 
 
 def test_two_submissions_of_one_variant_get_different_hidden_cases(seeds: list[int]) -> None:
-    actions.grade_claimed(_row(41))
-    actions.grade_claimed(_row(42))
+    grade_claimed(_row(41))
+    grade_claimed(_row(42))
     first, second = seeds
     assert first != second
     spec = registry.get(SLUG)
-    params = actions.variant_params(spec, "17")
+    params = variant_params(spec, "17")
     checks = code_grader.load_module(spec.code_dir / "checks.py")
     a, b = _inputs(checks.hidden_cases(params, first)), _inputs(checks.hidden_cases(params, second))
     drawn = set(a) - set(b)
@@ -58,17 +59,17 @@ def test_two_submissions_of_one_variant_get_different_hidden_cases(seeds: list[i
 
 
 def test_a_regrade_of_one_submission_draws_the_same_cases(seeds: list[int]) -> None:
-    actions.grade_claimed(_row(41))
-    actions.grade_claimed(_row(41))  # what regrade_one does with the same row
+    grade_claimed(_row(41))
+    grade_claimed(_row(41))  # what regrade_one does with the same row
     exercise_id = registry.get(SLUG).uuid  # a renamed folder keeps it, and so its seeds
-    assert seeds[0] == seeds[1] == actions.hidden_seed(exercise_id, "17", 41)
-    assert actions.hidden_seed(exercise_id, "17", 41) != actions.hidden_seed(exercise_id, "18", 41)
+    assert seeds[0] == seeds[1] == hidden_seed(exercise_id, "17", 41)
+    assert hidden_seed(exercise_id, "17", 41) != hidden_seed(exercise_id, "18", 41)
 
 
 def test_runs_of_one_variant_share_their_cached_cases() -> None:
     """The expected-output cache keys Submit on the seed, and Run (public cases only) not."""
     spec = registry.get(SLUG)
-    params = actions.variant_params(spec, "17")
+    params = variant_params(spec, "17")
     reference, modules = registry.solve(spec, params)[PART], spec.part(PART).sandbox_modules
 
     def cases(seed: int, mode: str) -> Any:

@@ -13,7 +13,8 @@ from django.test import Client
 
 from exercises import registry
 from graders.selftest import answer_text
-from practice import actions
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import reveal_solution, submit_answer
 from practice.models import Exercise, User
 
 pytestmark = pytest.mark.django_db
@@ -62,11 +63,11 @@ def test_a_solved_part_and_a_wrong_one_show_in_their_topic(client: Client, alice
     inline = [p for p in spec.parts if p.type == "number"]
     assert len(inline) >= 2
     solution = registry.solve(spec, registry.params_for(
-        spec, actions.assignment_for(alice, ex).variant))
-    actions.submit_answer(alice, ex, inline[0].id, answer_text(inline[0], solution[inline[0].id]))
+        spec, assignment_for(alice, ex).variant))
+    submit_answer(alice, ex, inline[0].id, answer_text(inline[0], solution[inline[0].id]))
     ref = solution[inline[1].id]
     wrong = float(getattr(ref, "value", ref)) * 7 + 1  # far outside any tolerance
-    sub = actions.submit_answer(alice, ex, inline[1].id, f"{wrong:.12g} {inline[1].unit}".strip())
+    sub = submit_answer(alice, ex, inline[1].id, f"{wrong:.12g} {inline[1].unit}".strip())
     assert sub.score is not None and sub.score < 1
 
     rows = {row["topic"]: row for row in progress_data(client.get("/history/").content.decode())}
@@ -84,7 +85,7 @@ def test_a_solved_part_and_a_wrong_one_show_in_their_topic(client: Client, alice
 
 def test_giving_up_counts_as_tried(client: Client, alice: User) -> None:
     spec = registry.get(SLUG)
-    actions.reveal_solution(alice, Exercise.objects.get(slug=SLUG), spec.parts[0].id)
+    reveal_solution(alice, Exercise.objects.get(slug=SLUG), spec.parts[0].id)
     rows = {row["topic"]: row for row in progress_data(client.get("/history/").content.decode())}
     assert rows[spec.topic]["tried"] == 1 and rows[spec.topic]["solved"] == 0
 
@@ -94,7 +95,7 @@ def test_exercise_page_marks_each_drawable_evidence(client: Client, alice: User)
         body = client.get(f"/ex/{slug}/").content.decode()
         ex = Exercise.objects.get(slug=slug)
         found = registry.evidence(spec, registry.params_for(
-            spec, actions.assignment_for(alice, ex).variant))
+            spec, assignment_for(alice, ex).variant))
         plots = re.findall(r'<div class="evidence-plot" ([^>]*)>', body)
         drawable = {n: ev for n, ev in found.items() if ev.kind in ("series", "trace")}
         assert len(plots) == len(drawable), slug

@@ -11,8 +11,15 @@ from django.utils import timezone
 
 from exercises import registry
 from graders.selftest import answer_text
-from practice import actions
-from practice import mock as mocks
+from practice import interview
+from practice.actions import NotAllowed
+from practice.actions.exercises import assignment_for
+from practice.actions.mock_interviews import (
+    expire_mock_interviews,
+    finish_mock_interview,
+    start_mock_interview,
+)
+from practice.actions.submissions import reveal_solution, submit_answer
 from practice.models import Exercise, MockInterview, PartState, Submission, User
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +50,7 @@ def number_part(slug: str) -> str:
 
 def reference(user: User, slug: str, part_id: str) -> str:
     spec = registry.get(slug)
-    variant = actions.assignment_for(user, Exercise.objects.get(slug=slug)).variant
+    variant = assignment_for(user, Exercise.objects.get(slug=slug)).variant
     solution = registry.solve(spec, registry.params_for(spec, variant))
     return answer_text(spec.part(part_id), solution[part_id])
 
@@ -52,75 +59,75 @@ def reference(user: User, slug: str, part_id: str) -> str:
 def running(alice: User) -> MockInterview:
     """Alice's mock on exactly MOCK_SLUGS: everything else is already solved."""
     solve_all_but(alice, MOCK_SLUGS)
-    return actions.start_mock_interview(alice)
+    return start_mock_interview(alice)
 
 
 # --- actions ------------------------------------------------------------------------------
 
 def test_a_mock_has_three_distinct_unsolved_questions_and_45_minutes(alice: User) -> None:
-    mock = actions.start_mock_interview(alice, rng=random.Random(5))
+    mock = start_mock_interview(alice, rng=random.Random(5))
     assert len(mock.exercises) == 3 == len(set(mock.exercises))
     assert mock.duration_s == 45 * 60 and mock.finished_at is None
     slugs = set(Exercise.objects.filter(active=True).values_list("slug", flat=True))
     assert set(mock.exercises) <= slugs
-    assert mocks.running_mock(alice) == mock
+    assert interview.running_mock(alice) == mock
 
 
 def test_start_prefers_unsolved_and_is_reproducible_with_a_seed(alice: User) -> None:
     solve_all_but(alice, MOCK_SLUGS | {"stream_stutter"})
-    a = actions.start_mock_interview(alice, rng=random.Random(9))
+    a = start_mock_interview(alice, rng=random.Random(9))
     assert set(a.exercises) <= MOCK_SLUGS | {"stream_stutter"}
-    actions.finish_mock_interview(a)
-    b = actions.start_mock_interview(alice, rng=random.Random(9))
+    finish_mock_interview(a)
+    b = start_mock_interview(alice, rng=random.Random(9))
     assert a.exercises == b.exercises and a.pk != b.pk
 
 
 def test_starting_again_while_running_returns_the_same_mock(running: MockInterview,
                                                             alice: User) -> None:
-    assert actions.start_mock_interview(alice) == running
+    assert start_mock_interview(alice) == running
     assert MockInterview.objects.count() == 1
 
 
 def test_expiry_by_time_with_a_clock_we_control(alice: User) -> None:
     t0 = timezone.now()
-    mock = actions.start_mock_interview(alice, now=t0)
+    mock = start_mock_interview(alice, now=t0)
     ex = Exercise.objects.get(slug=mock.exercises[0])
     almost = t0 + timedelta(minutes=44, seconds=59)
-    assert mocks.solutions_hidden_for(alice, ex, now=almost)
+    assert interview.solutions_hidden_for(alice, ex, now=almost)
     assert mock.remaining_s(almost) == 1
-    assert actions.expire_mock_interviews(alice, now=almost) == 0
+    assert expire_mock_interviews(alice, now=almost) == 0
     late = t0 + timedelta(minutes=46)
     # Past the deadline the gate already lets solutions through, before any write...
-    assert not mocks.solutions_hidden_for(alice, ex, now=late)
-    assert mocks.running_mock(alice, now=late) is None
+    assert not interview.solutions_hidden_for(alice, ex, now=late)
+    assert interview.running_mock(alice, now=late) is None
     # ...and the read that notices records the end at the deadline, not at the read.
-    assert actions.expire_mock_interviews(alice, now=late) == 1
+    assert expire_mock_interviews(alice, now=late) == 1
     mock.refresh_from_db()
     assert mock.finished_at == t0 + timedelta(minutes=45) and mock.ended_by == "time"
-    assert actions.expire_mock_interviews(alice, now=late) == 0
+    assert expire_mock_interviews(alice, now=late) == 0
 
 
 def test_finish_early_is_recorded_once(alice: User) -> None:
     t0 = timezone.now()
-    mock = actions.start_mock_interview(alice, now=t0)
-    actions.finish_mock_interview(mock, now=t0 + timedelta(minutes=10))
+    mock = start_mock_interview(alice, now=t0)
+    finish_mock_interview(mock, now=t0 + timedelta(minutes=10))
     assert mock.finished_at == t0 + timedelta(minutes=10) and mock.ended_by == "finish"
-    actions.finish_mock_interview(mock, now=t0 + timedelta(minutes=20))
+    finish_mock_interview(mock, now=t0 + timedelta(minutes=20))
     mock.refresh_from_db()
     assert mock.finished_at == t0 + timedelta(minutes=10)
 
 
 def test_finish_after_the_deadline_ends_by_time(alice: User) -> None:
     t0 = timezone.now()
-    mock = actions.start_mock_interview(alice, now=t0)
-    actions.finish_mock_interview(mock, now=t0 + timedelta(hours=2))
+    mock = start_mock_interview(alice, now=t0)
+    finish_mock_interview(mock, now=t0 + timedelta(hours=2))
     assert mock.ended_by == "time" and mock.finished_at == mock.deadline
 
 
 def test_a_new_mock_can_start_once_the_old_one_ran_out(alice: User) -> None:
     t0 = timezone.now() - timedelta(hours=1)
-    old = actions.start_mock_interview(alice, now=t0)
-    new = actions.start_mock_interview(alice)
+    old = start_mock_interview(alice, now=t0)
+    new = start_mock_interview(alice)
     assert new.pk != old.pk
     old.refresh_from_db()
     assert old.ended_by == "time"
@@ -134,7 +141,7 @@ def test_summary_counts_parts_attempts_and_time_during_the_mock(running: MockInt
     ex1 = Exercise.objects.get(slug=first)
 
     def answer(slug: str, part_id: str, text: str, at: timedelta, mode: str = "submit") -> None:
-        sub = actions.submit_answer(alice, Exercise.objects.get(slug=slug), part_id, text, mode)
+        sub = submit_answer(alice, Exercise.objects.get(slug=slug), part_id, text, mode)
         Submission.objects.filter(pk=sub.pk).update(queued_at=t0 + at)
 
     answer(first, p1, "1", -timedelta(minutes=5))  # before the mock: not counted
@@ -145,15 +152,15 @@ def test_summary_counts_parts_attempts_and_time_during_the_mock(running: MockInt
                               variant="1", answer="?", status="graded", verdict="invalid",
                               score=0.0, queued_at=t0)  # unreadable: no attempt
     Submission.objects.filter(verdict="invalid").update(queued_at=t0 + timedelta(minutes=8))
-    actions.finish_mock_interview(running, now=t0 + timedelta(minutes=12))
+    finish_mock_interview(running, now=t0 + timedelta(minutes=12))
 
-    rows = {q.exercise.slug: q for q in mocks.summarize(running)}
-    assert [q.exercise.slug for q in mocks.summarize(running)] == running.exercises
+    rows = {q.exercise.slug: q for q in interview.summarize(running)}
+    assert [q.exercise.slug for q in interview.summarize(running)] == running.exercises
     assert (rows[first].solved, rows[first].attempts, rows[first].time_used_s) == (1, 2, 7 * 60)
     assert (rows[second].solved, rows[second].attempts, rows[second].time_used_s) == (0, 1, 3 * 60)
     third = rows["max_concurrency"]
     assert (third.solved, third.attempts, third.time_used_s) == (0, 0, 0)
-    assert rows[first].time_used == "7 min" and mocks.human_duration(125) == "2 min 05 s"
+    assert rows[first].time_used == "7 min" and interview.human_duration(125) == "2 min 05 s"
     assert rows[first].parts == len(registry.get(first).parts)
 
 
@@ -219,10 +226,10 @@ def test_reveal_is_refused_during_the_mock_with_a_clear_message(
     assert SOLUTION not in body
     assert PartState.objects.get(user=alice, exercise__slug=slug, part_id=part).revealed_at is None
     # The action refuses on its own, whatever calls it.
-    with pytest.raises(actions.NotAllowed, match="mock interview"):
-        actions.reveal_solution(alice, Exercise.objects.get(slug=slug), part)
+    with pytest.raises(NotAllowed, match="mock interview"):
+        reveal_solution(alice, Exercise.objects.get(slug=slug), part)
     # Once the mock is over, giving up works again.
-    actions.finish_mock_interview(running)
+    finish_mock_interview(running)
     client.post(f"/ex/{slug}/{part}/reveal/")
     assert PartState.objects.get(user=alice, exercise__slug=slug, part_id=part).revealed_at
 
@@ -260,12 +267,12 @@ def test_the_mock_page_ends_the_mock_when_read_after_the_clock_ran_out(
 def test_another_users_mock_is_not_visible_and_does_not_hide_anything(
         client: Client, alice: User) -> None:
     bob = User.objects.create_user("bob", password="pw-bob-12345")
-    theirs = actions.start_mock_interview(bob)
+    theirs = start_mock_interview(bob)
     assert client.get(f"/mock/{theirs.pk}/").status_code == 404
     assert client.post(f"/mock/{theirs.pk}/finish/").status_code == 404
     theirs.refresh_from_db()
     assert theirs.finished_at is None
     assert f"/mock/{theirs.pk}/" not in client.get("/").content.decode()
     ex = Exercise.objects.get(slug=theirs.exercises[0])
-    assert not mocks.solutions_hidden_for(alice, ex)
+    assert not interview.solutions_hidden_for(alice, ex)
     assert "mock-banner" not in client.get(f"/ex/{ex.slug}/").content.decode()

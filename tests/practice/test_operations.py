@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from practice import actions
+from practice.actions.publish import enqueue
 from practice.celery import app
 from practice.logging_json import JsonFormatter
 from practice.models import Exercise, Submission, User
@@ -90,8 +90,8 @@ def broker_at(request: pytest.FixtureRequest) -> Iterator[Any]:
 def test_health_is_ok_and_counts_the_messages_waiting(celery_broker: Any, student: User) -> None:
     subs = [make_sub(student, "stop_strings_stream", age_s=1) for _ in range(4)]
     for sub in subs[:3]:
-        assert actions.enqueue(sub.pk, "grade")
-    assert actions.enqueue(subs[3].pk, "gpu")
+        assert enqueue(sub.pk, "grade")
+    assert enqueue(subs[3].pk, "gpu")
     r = Client().get("/healthz/")
     body = r.json()
     assert r.status_code == 200, body

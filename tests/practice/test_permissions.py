@@ -22,7 +22,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from practice import actions
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.regrade import start_regrade
+from practice.actions.reviews import add_comment, override_score, save_rubric_item
 from practice.models import (
     Cohort,
     Comment,
@@ -102,17 +104,17 @@ def world() -> World:
     other_instructor = make("other-inst", password="pw-other-123", is_instructor=True)
     member, other_student = make("member", password="pw-m-123"), make("outsider", password="x")
     staff = make("staffer", password="pw-staff-123", is_staff=True)
-    cohort = actions.create_cohort(instructor, "Cohort A")
-    other_cohort = actions.create_cohort(other_instructor, "Cohort B")
-    actions.join_cohort(member, cohort.join_code)
-    actions.join_cohort(other_student, other_cohort.join_code)
+    cohort = create_cohort(instructor, "Cohort A")
+    other_cohort = create_cohort(other_instructor, "Cohort B")
+    join_cohort(member, cohort.join_code)
+    join_cohort(other_student, other_cohort.join_code)
     text_sub = submit(member, TEXT_PART, "The ledger leaks a block.", 0.0, "pending")
     code_sub = submit(member, CODE_PART, "def ledger():  # MEMBER-CODE\n    return 1\n", 0.5, "partial")
     other_sub = submit(other_student, TEXT_PART, "Someone else's essay.", 0.0, "pending")
     ex = Exercise.objects.get(slug=SLUG)
-    item = actions.save_rubric_item(instructor, cohort, ex, TEXT_PART, label="names the leak",
+    item = save_rubric_item(instructor, cohort, ex, TEXT_PART, label="names the leak",
                                     points=1)
-    job = actions.start_regrade(instructor, ex)
+    job = start_regrade(instructor, ex)
     return World(instructor, other_instructor, member, other_student, staff, cohort,
                  other_cohort, text_sub, code_sub, other_sub, item, job)
 
@@ -270,12 +272,12 @@ def test_export_scores_on_the_command_line(world: World, role: str, allowed: boo
 def test_a_students_pages_never_show_another_students_work(world: World) -> None:
     secret_answer = "MEMBER-ONLY answer: the ledger double-frees block 7."
     sub = submit(world.member, TEXT_PART, secret_answer, 0.0, "pending")
-    actions.add_comment(world.instructor, sub, "MEMBER-ONLY comment: name the block.")
-    actions.override_score(world.instructor, sub, 0.5, "MEMBER-ONLY reason: half of it.")
-    code_comment = actions.add_comment(world.instructor, world.code_sub,
+    add_comment(world.instructor, sub, "MEMBER-ONLY comment: name the block.")
+    override_score(world.instructor, sub, 0.5, "MEMBER-ONLY reason: half of it.")
+    code_comment = add_comment(world.instructor, world.code_sub,
                                        "MEMBER-ONLY line comment", line=1)
     classmate = User.objects.create_user("classmate", password="pw-c-123")
-    actions.join_cohort(classmate, world.cohort.join_code)
+    join_cohort(classmate, world.cohort.join_code)
     secrets = [secret_answer, "MEMBER-ONLY", "MEMBER-CODE"]
 
     for viewer in (classmate, world.other_student):

@@ -21,7 +21,13 @@ from django.test import Client
 from django.urls import reverse
 
 from graders.base import Check, GradeResult
-from practice import actions, reports, stats, tasks
+from practice import grading, reports, stats, tasks
+from practice.actions import publish
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.exercises import assignment_for
+from practice.actions.mock_interviews import start_mock_interview
+from practice.actions.reviews import override_score
+from practice.grading import claim_submission, record_result
 from practice.models import Cohort, Exercise, PartState, RegradeJob, Submission, User
 
 pytestmark = pytest.mark.django_db
@@ -46,21 +52,21 @@ def gpu_pass() -> GradeResult:
 @pytest.fixture
 def people() -> tuple[User, Cohort, User]:
     prof = User.objects.create_user("prof", password="pw-prof-123", is_instructor=True)
-    cohort = actions.create_cohort(prof, "Spring")
+    cohort = create_cohort(prof, "Spring")
     ann = User.objects.create_user("ann", password="pw-ann-123")
-    actions.join_cohort(ann, cohort.join_code)
+    join_cohort(ann, cohort.join_code)
     return prof, cohort, ann
 
 
 def graded_by_worker(user: User, result: GradeResult) -> Submission:
     """A kernel submission taken through the worker's side of the pipeline."""
     ex = Exercise.objects.get(slug=SLUG)
-    variant = actions.assignment_for(user, ex).variant
+    variant = assignment_for(user, ex).variant
     sub = Submission.objects.create(user=user, exercise=ex, part_id=PART, part_type="kernel",
                                     variant=variant, answer="def split_kv_decode(): ...")
-    claimed = actions.claim_submission(sub.pk)
+    claimed = claim_submission(sub.pk)
     assert claimed is not None
-    assert actions.record_result(sub.pk, result)
+    assert record_result(sub.pk, result)
     sub.refresh_from_db()
     return sub
 
@@ -116,8 +122,8 @@ def test_a_gpu_regrade_settles_it(people: Any, settings: Any,
 
     _, _, ann = people
     sub = graded_by_worker(ann, preview_pass())
-    sent: list[tuple[Any, dict[str, Any]]] = []
-    monkeypatch.setattr(tasks.run_regrade, "apply_async", lambda args, **kw: sent.append((args, kw)))
+    sent: list[tuple[str, Any, str]] = []
+    monkeypatch.setattr(publish, "send", lambda task, args, queue: sent.append((task, args, queue)))
 
     # No GPU worker yet: nothing to re-grade on, and nothing is queued.
     settings.ROOFLINE_KERNEL_QUEUE = "grade"
@@ -128,12 +134,12 @@ def test_a_gpu_regrade_settles_it(people: Any, settings: Any,
     with django_capture_on_commit():
         jobs = provisional.regrade_provisional()
     assert len(jobs) == 1 and jobs[0].total == 1 and jobs[0].created_by is None
-    assert sent == [((jobs[0].pk, "gpu"), {"queue": "gpu"})]
+    assert sent == [("practice.tasks.run_regrade", (jobs[0].pk, "gpu"), "gpu")]
     # Asked again while that job is unfinished (a second GPU worker starting): no second job.
     assert provisional.regrade_provisional() == []
 
     # The GPU worker runs the job.
-    monkeypatch.setattr(actions, "grade_claimed", lambda s: gpu_pass())
+    monkeypatch.setattr(grading, "grade_claimed", lambda s: gpu_pass())
     assert tasks.run_regrade(jobs[0].pk, "gpu") == "done"
     sub.refresh_from_db()
     assert (sub.verdict, sub.score) == ("correct", 1.0)
@@ -149,10 +155,10 @@ def test_a_gpu_regrade_that_fails_it_leaves_it_unsolved(people: Any, settings: A
     _, _, ann = people
     sub = graded_by_worker(ann, preview_pass())
     settings.ROOFLINE_KERNEL_QUEUE = "gpu"
-    monkeypatch.setattr(tasks.run_regrade, "apply_async", lambda args, **kw: None)
+    monkeypatch.setattr(publish, "send", lambda task, args, queue: None)
     (job,) = provisional.regrade_provisional()
     failed = GradeResult(score=0.5, verdict="partial", feedback="bf16 cases fail on the GPU")
-    monkeypatch.setattr(actions, "grade_claimed", lambda s: failed)
+    monkeypatch.setattr(grading, "grade_claimed", lambda s: failed)
     tasks.run_regrade(job.pk, "gpu")
     sub.refresh_from_db()
     assert sub.verdict == "partial"
@@ -162,7 +168,6 @@ def test_a_gpu_regrade_that_fails_it_leaves_it_unsolved(people: Any, settings: A
 
 def test_the_command_and_the_gpu_worker_start_queue_the_regrade(
         people: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from practice import celery as celery_app
     from practice import provisional
 
     _, _, ann = people
@@ -175,7 +180,7 @@ def test_the_command_and_the_gpu_worker_start_queue_the_regrade(
         return real()
 
     monkeypatch.setattr(provisional, "regrade_provisional", counted)
-    monkeypatch.setattr(tasks.run_regrade, "apply_async", lambda args, **kw: None)
+    monkeypatch.setattr(publish, "send", lambda task, args, queue: None)
     settings.ROOFLINE_KERNEL_QUEUE = "gpu"
     out = io.StringIO()
     call_command("regrade_provisional", stdout=out)
@@ -183,10 +188,10 @@ def test_the_command_and_the_gpu_worker_start_queue_the_regrade(
 
     # A worker that consumes `gpu` with the GPU device starts the re-grade; a CPU worker does not.
     monkeypatch.setenv("ROOFLINE_KERNEL_DEVICE", "cpu")
-    celery_app.regrade_on_gpu_worker_start(queues=["grade"])
+    provisional.regrade_on_gpu_worker_start(queues=["grade"])
     assert calls == ["called"]
     monkeypatch.setenv("ROOFLINE_KERNEL_DEVICE", "gpu")
-    celery_app.regrade_on_gpu_worker_start(queues=["gpu"])
+    provisional.regrade_on_gpu_worker_start(queues=["gpu"])
     assert calls == ["called", "called"]
 
     # Wired to Celery's worker_ready, whose sender (the consumer) knows the queues it serves.
@@ -214,15 +219,15 @@ def test_the_models_verdicts_are_the_graders() -> None:
 
 
 def test_a_mock_interview_does_not_count_a_preview_pass_as_solved(people: Any) -> None:
-    from practice import mock as mocks
+    from practice import interview
 
     _, _, ann = people
-    mock = actions.start_mock_interview(ann)
+    mock = start_mock_interview(ann)
     ex = Exercise.objects.get(slug=SLUG)
     mock.exercises = [SLUG]
     mock.save(update_fields=["exercises"])
     graded_by_worker(ann, preview_pass())
-    (summary,) = [q for q in mocks.summarize(mock) if q.exercise == ex]
+    (summary,) = [q for q in interview.summarize(mock) if q.exercise == ex]
     assert summary.attempts == 1 and summary.solved == 0
 
 
@@ -230,7 +235,7 @@ def test_a_reviewers_score_is_final(people: Any) -> None:
     """An instructor who scores a provisional answer decides it: that score counts."""
     prof, _, ann = people
     sub = graded_by_worker(ann, preview_pass())
-    actions.override_score(prof, sub, 1.0, "ran it on our H100 by hand")
+    override_score(prof, sub, 1.0, "ran it on our H100 by hand")
     state = state_of(ann)
     assert state.solved_at is not None and state.best_score == 1.0
 

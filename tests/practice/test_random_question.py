@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from practice import mock as mocks
-from practice.mock import Standing
+from practice import interview
+from practice.interview import Standing
 from practice.models import Exercise, MockInterview, PartState, User
 
 STANDINGS = [Standing("c", 3, 3), Standing("a", 2, 0), Standing("b", 4, 1), Standing("d", 1, 1),
@@ -19,7 +19,7 @@ STANDINGS = [Standing("c", 3, 3), Standing("a", 2, 0), Standing("b", 4, 1), Stan
 
 def test_pick_unsolved_is_uniform_over_exercises_with_an_unsolved_part() -> None:
     rng = random.Random(1234)
-    counts = Counter(mocks.pick_unsolved(STANDINGS, rng) for _ in range(6000))
+    counts = Counter(interview.pick_unsolved(STANDINGS, rng) for _ in range(6000))
     assert set(counts) == {"a", "b"}  # c, d fully solved; e has no parts
     assert abs(counts["a"] - counts["b"]) < 300  # 3000 ± a few standard deviations (≈39)
 
@@ -27,25 +27,25 @@ def test_pick_unsolved_is_uniform_over_exercises_with_an_unsolved_part() -> None
 def test_pick_unsolved_is_reproducible_and_independent_of_row_order() -> None:
     seq = random.Random(42)
     other = random.Random(42)
-    assert ([mocks.pick_unsolved(STANDINGS, seq) for _ in range(20)]
-            == [mocks.pick_unsolved(STANDINGS[::-1], other) for _ in range(20)])
+    assert ([interview.pick_unsolved(STANDINGS, seq) for _ in range(20)]
+            == [interview.pick_unsolved(STANDINGS[::-1], other) for _ in range(20)])
 
 
 def test_pick_unsolved_says_none_when_nothing_is_left() -> None:
-    assert mocks.pick_unsolved([Standing("a", 2, 2), Standing("z", 0, 0)], random.Random(0)) is None
-    assert mocks.pick_unsolved([], random.Random(0)) is None
+    assert interview.pick_unsolved([Standing("a", 2, 2), Standing("z", 0, 0)], random.Random(0)) is None
+    assert interview.pick_unsolved([], random.Random(0)) is None
 
 
 def test_mock_questions_prefer_unsolved_and_top_up_with_solved() -> None:
     many = [Standing(f"x{i}", 3, 0) for i in range(10)] + [Standing("done", 2, 2)]
     for seed in range(50):
-        picked = mocks.pick_mock_questions(many, random.Random(seed))
+        picked = interview.pick_mock_questions(many, random.Random(seed))
         assert len(picked) == 3 == len(set(picked)) and "done" not in picked
     few = [Standing("a", 2, 0), Standing("s1", 1, 1), Standing("s2", 1, 1), Standing("s3", 1, 1)]
-    picked = mocks.pick_mock_questions(few, random.Random(3))
+    picked = interview.pick_mock_questions(few, random.Random(3))
     assert picked[0] == "a" and len(set(picked)) == 3
-    assert mocks.pick_mock_questions([Standing("a", 1, 0)], random.Random(0)) == ["a"]
-    assert mocks.pick_mock_questions([], random.Random(0)) == []
+    assert interview.pick_mock_questions([Standing("a", 1, 0)], random.Random(0)) == ["a"]
+    assert interview.pick_mock_questions([], random.Random(0)) == []
 
 
 # --- through the test client --------------------------------------------------------------

@@ -14,7 +14,12 @@ from django.urls import reverse
 from exercises import registry
 from graders.base import GradeResult
 from graders.selftest import answer_text
-from practice import actions, tasks
+from practice import grading, tasks
+from practice.actions import publish
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.publish import enqueue_regrade
+from practice.actions.regrade import start_regrade
+from practice.grading import fail_regrade_entry, grade_claimed, regrade_one
 from practice.models import (
     Cohort,
     Exercise,
@@ -24,6 +29,7 @@ from practice.models import (
     Submission,
     User,
 )
+from practice.routing import REGRADE_TASK
 
 SLUG, PART = "kv_page_ledger", "pool_blocks"  # a number part, graded inline
 
@@ -60,13 +66,13 @@ def stale(user: User, answer: str | None = None, score: float = 0.0,
 
 def make_class() -> tuple[User, Cohort, list[User], User]:
     prof = User.objects.create_user("prof", password="pw-prof-123", is_instructor=True)
-    cohort = actions.create_cohort(prof, "Spring")
+    cohort = create_cohort(prof, "Spring")
     students = [User.objects.create_user(n, password=f"pw-{n}-123") for n in ("ann", "bob")]
     for s in students:
-        actions.join_cohort(s, cohort.join_code)
+        join_cohort(s, cohort.join_code)
     other = User.objects.create_user("other-inst", password="pw-oi-123", is_instructor=True)
     outsider = User.objects.create_user("zed", password="pw-zed-123")
-    actions.join_cohort(outsider, actions.create_cohort(other, "Theirs").join_code)
+    join_cohort(outsider, create_cohort(other, "Theirs").join_code)
     return prof, cohort, students, outsider
 
 
@@ -82,7 +88,7 @@ class TestActions:
         self.theirs = stale(self.outsider)  # another instructor's student: not touched
 
     def start(self) -> RegradeJob:
-        return actions.start_regrade(self.prof, Exercise.objects.get(slug=SLUG))
+        return start_regrade(self.prof, Exercise.objects.get(slug=SLUG))
 
     def entry(self, job: RegradeJob, sub: Submission) -> RegradeEntry:
         return RegradeEntry.objects.get(job=job, submission=sub)
@@ -99,7 +105,7 @@ class TestActions:
 
     def test_regrade_one_saves_the_new_score_and_keeps_the_old(self) -> None:
         job = self.start()
-        entry = actions.regrade_one(self.entry(job, self.right).pk)
+        entry = regrade_one(self.entry(job, self.right).pk)
         assert (entry.old_score, entry.new_score, entry.new_verdict) == (0.0, 1.0, "correct")
         self.right.refresh_from_db()
         assert (self.right.score, self.right.verdict) == (1.0, "correct")
@@ -111,7 +117,7 @@ class TestActions:
         assert (job.done, job.changed, job.failed) == (1, 1, 0)
 
         # Unchanged: a known mistake is still that mistake.
-        actions.regrade_one(self.entry(job, self.wrong).pk)
+        regrade_one(self.entry(job, self.wrong).pk)
         self.wrong.refresh_from_db()
         assert (self.wrong.score, self.wrong.result["mistake"]) == (0.0, "gb_not_gib")
         job.refresh_from_db()
@@ -121,8 +127,8 @@ class TestActions:
         """A redelivered task finds the entry finished and does nothing."""
         job = self.start()
         pk = self.entry(job, self.right).pk
-        first = actions.regrade_one(pk)
-        again = actions.regrade_one(pk)
+        first = regrade_one(pk)
+        again = regrade_one(pk)
         assert again.finished_at == first.finished_at
         job.refresh_from_db()
         assert (job.done, job.changed) == (1, 1)
@@ -130,22 +136,22 @@ class TestActions:
     def test_fail_regrade_entry_is_idempotent(self) -> None:
         job = self.start()
         pk = self.entry(job, self.right).pk
-        actions.fail_regrade_entry(pk, "RuntimeError: grader exploded")
-        actions.fail_regrade_entry(pk, "RuntimeError: again")
+        fail_regrade_entry(pk, "RuntimeError: grader exploded")
+        fail_regrade_entry(pk, "RuntimeError: again")
         entry = RegradeEntry.objects.get(pk=pk)
         assert entry.error == "RuntimeError: grader exploded" and entry.finished_at
         job.refresh_from_db()
         assert (job.done, job.failed, job.changed) == (1, 1, 0)
         # A failed entry is finished: re-grading it again later changes nothing.
-        actions.regrade_one(pk)
+        regrade_one(pk)
         self.right.refresh_from_db()
         assert self.right.score == 0.0
         job.refresh_from_db()
         assert job.done == 1
         # ... and an entry that finished cannot be failed afterwards.
         ok = self.entry(job, self.wrong).pk
-        actions.regrade_one(ok)
-        actions.fail_regrade_entry(ok, "late failure")
+        regrade_one(ok)
+        fail_regrade_entry(ok, "late failure")
         assert RegradeEntry.objects.get(pk=ok).error == ""
         job.refresh_from_db()
         assert (job.done, job.failed) == (2, 1)
@@ -153,7 +159,7 @@ class TestActions:
     def test_the_task_survives_a_broken_submission_and_a_redelivery(
             self, monkeypatch: pytest.MonkeyPatch) -> None:
         job = self.start()
-        real = actions.grade_claimed
+        real = grade_claimed
         broken = self.wrong.pk
 
         def grade(sub: Submission) -> Any:
@@ -161,7 +167,7 @@ class TestActions:
                 raise RuntimeError("the grader broke")
             return real(sub)
 
-        monkeypatch.setattr(actions, "grade_claimed", grade)
+        monkeypatch.setattr(grading, "grade_claimed", grade)
         assert tasks.run_regrade(job.pk) == "done"
         tasks.run_regrade(job.pk)  # delivered again: nothing is counted twice
         job.refresh_from_db()
@@ -175,13 +181,13 @@ class TestActions:
             self, monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
         settings.ROOFLINE_REGRADE_SLICE_S = 0  # every slice is over after its first entry
         job = self.start()
-        queued: list[tuple[Any, dict[str, Any]]] = []
-        monkeypatch.setattr(tasks.run_regrade, "apply_async",
-                            lambda args, **kw: queued.append((args, kw)))
+        queued: list[tuple[str, Any, str]] = []
+        monkeypatch.setattr(publish, "send",
+                            lambda task, args, queue: queued.append((task, args, queue)))
         assert tasks.run_regrade(job.pk) == "continued"
         job.refresh_from_db()
         assert job.status == RegradeJob.Status.RUNNING and job.done == 1
-        assert queued == [((job.pk, "grade"), {"queue": "grade"})]
+        assert queued == [(REGRADE_TASK, (job.pk, "grade"), "grade")]
         assert tasks.run_regrade(job.pk) == "done"  # the last entry: nothing left to hand on
         job.refresh_from_db()
         assert job.status == RegradeJob.Status.DONE and job.done == 2 and len(queued) == 1
@@ -197,20 +203,20 @@ class TestActions:
                 user=self.ann, exercise=ex, part_id=part_id, part_type=part_type,
                 variant="canonical", answer="x", status="graded", score=0.0,
                 verdict="incorrect", result={"score": 0.0, "verdict": "incorrect"})
-        job = actions.start_regrade(self.prof, ex)
-        queued: list[tuple[Any, dict[str, Any]]] = []
-        monkeypatch.setattr(tasks.run_regrade, "apply_async",
-                            lambda args, **kw: queued.append((args, kw)))
-        actions._enqueue_regrade(job.pk)
-        assert sorted(queued) == [((job.pk, "gpu"), {"queue": "gpu"}),
-                                  ((job.pk, "grade"), {"queue": "grade"})]
+        job = start_regrade(self.prof, ex)
+        queued: list[tuple[str, Any, str]] = []
+        monkeypatch.setattr(publish, "send",
+                            lambda task, args, queue: queued.append((task, args, queue)))
+        enqueue_regrade(job.pk)
+        assert sorted(queued) == [(REGRADE_TASK, (job.pk, "gpu"), "gpu"),
+                                  (REGRADE_TASK, (job.pk, "grade"), "grade")]
         graded: list[str] = []
 
         def grade(sub: Submission) -> GradeResult:
             graded.append(sub.part_type)
             return GradeResult(score=1.0, verdict="correct", feedback="")
 
-        monkeypatch.setattr(actions, "grade_claimed", grade)
+        monkeypatch.setattr(grading, "grade_claimed", grade)
         assert tasks.run_regrade(job.pk, "grade") == "done on this queue"
         job.refresh_from_db()
         assert graded == ["number"] and job.status == RegradeJob.Status.RUNNING
@@ -289,7 +295,7 @@ def test_a_worker_regrades_over_redis(celery_broker: Any, start_worker: Any) -> 
     wrong = stale(bob, answer=gb_not_gib_answer())  # still wrong
     theirs = stale(outsider)
     with transaction.atomic():  # enqueued when this commits (on_commit), as in a request
-        job = actions.start_regrade(prof, Exercise.objects.get(slug=SLUG))
+        job = start_regrade(prof, Exercise.objects.get(slug=SLUG))
     job = wait_done(job.pk)
 
     assert (job.total, job.done, job.changed, job.failed) == (4, 4, 3, 0)

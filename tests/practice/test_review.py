@@ -15,7 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from exercises import registry
-from practice import actions
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.exercises import assignment_for
+from practice.actions.reviews import add_comment, apply_rubric, override_score, save_rubric_item
+from practice.actions.submissions import submit_answer
 from practice.diffing import line_diff
 from practice.models import (
     Cohort,
@@ -91,7 +94,7 @@ def make_sub(user: User, part_id: str, answer: str, *, score: float, verdict: st
     now = timezone.now()
     return Submission.objects.create(
         user=user, exercise=ex, part_id=part_id, part_type=part.type,
-        variant=actions.assignment_for(user, ex).variant, answer=answer, mode=mode,
+        variant=assignment_for(user, ex).variant, answer=answer, mode=mode,
         status="graded", score=score, verdict=verdict, started_at=now, finished_at=now,
         result=result or {"score": score, "verdict": verdict, "feedback": "", "checks": []})
 
@@ -109,19 +112,19 @@ def world(db: Any) -> World:
     other_instructor = make("other-inst", password="pw-other-123", is_instructor=True)
     student, outsider = make("ada", password="pw-ada-123"), make("bob", password="pw-bob-123")
     staff = make("staffer", password="pw-staff-123", is_staff=True)
-    cohort = actions.create_cohort(instructor, "Spring")
-    other_cohort = actions.create_cohort(other_instructor, "Autumn")
-    actions.join_cohort(student, cohort.join_code)
-    actions.join_cohort(outsider, other_cohort.join_code)
+    cohort = create_cohort(instructor, "Spring")
+    other_cohort = create_cohort(other_instructor, "Autumn")
+    join_cohort(student, cohort.join_code)
+    join_cohort(outsider, other_cohort.join_code)
     ex = Exercise.objects.get(slug=SLUG)
     # Through the real action: a text part is graded "pending" in the request.
-    text_sub = actions.submit_answer(student, ex, TEXT_PART,
+    text_sub = submit_answer(student, ex, TEXT_PART,
                                      "Admission counts only the prompt.\nCap concurrency.")
     code_v1 = make_sub(student, CODE_PART, CODE_V1, score=0.5,
                        verdict="partial", result=code_result(0.5, "frees on finish"))
     code_v2 = make_sub(student, CODE_PART, CODE_V2, score=0.75,
                        verdict="partial", result=code_result(0.75, "keeps the free count"))
-    other_text = actions.submit_answer(outsider, ex, TEXT_PART, "Someone else's essay.")
+    other_text = submit_answer(outsider, ex, TEXT_PART, "Someone else's essay.")
     return World(instructor, other_instructor, student, outsider, staff, cohort, other_cohort,
                  text_sub, code_v1, code_v2, other_text)
 
@@ -163,7 +166,7 @@ def test_queue_refuses_students_and_anonymous(world: World) -> None:
 
 def test_queue_filters_by_status_cohort_and_exercise(world: World) -> None:
     c = client_for(world.instructor)
-    actions.override_score(world.instructor, world.code_v2, 0.9, "Good fix.")
+    override_score(world.instructor, world.code_v2, 0.9, "Good fix.")
     url = reverse("review_queue")
     assert queue_ids(c.get(url, {"status": "awaiting"}).content.decode()) == [world.text_sub.pk]
     assert queue_ids(c.get(url, {"status": "reviewed"}).content.decode()) == [world.code_v2.pk]
@@ -178,9 +181,9 @@ def test_queue_filters_by_status_cohort_and_exercise(world: World) -> None:
     assert queue_ids(body) == [] and "with these filters" in body
     assert c.get(url, {"exercise": "no-such-exercise"}).status_code == 404
     # Graded on the rubric: out of "awaiting", into "reviewed".
-    item = actions.save_rubric_item(world.instructor, world.cohort, world.text_sub.exercise,
+    item = save_rubric_item(world.instructor, world.cohort, world.text_sub.exercise,
                                     TEXT_PART, label="caps", points=2)
-    actions.apply_rubric(world.instructor, world.text_sub, [item.pk])
+    apply_rubric(world.instructor, world.text_sub, [item.pk])
     assert queue_ids(c.get(url).content.decode()) == []
     assert world.text_sub.pk in queue_ids(c.get(url, {"status": "reviewed"}).content.decode())
 
@@ -216,8 +219,8 @@ def test_queue_queries_do_not_grow_with_the_queue(world: World) -> None:
     ex = Exercise.objects.get(slug=SLUG)
     for i in range(12):
         s = User.objects.create_user(f"s{i}", password="pw-s-12345")
-        actions.join_cohort(s, world.cohort.join_code)
-        actions.submit_answer(s, ex, TEXT_PART, f"answer {i}")
+        join_cohort(s, world.cohort.join_code)
+        submit_answer(s, ex, TEXT_PART, f"answer {i}")
     assert count() == few
 
 
@@ -262,8 +265,8 @@ def test_attempt_of_a_text_part_shows_key_points_and_rubric(world: World) -> Non
 def test_attempt_links_the_next_awaiting_answer_and_the_other_parts(world: World) -> None:
     c = client_for(world.instructor)
     grace = User.objects.create_user("grace", password="pw-grace-123")
-    actions.join_cohort(grace, world.cohort.join_code)
-    later = actions.submit_answer(grace, world.text_sub.exercise, TEXT_PART, "Later essay.")
+    join_cohort(grace, world.cohort.join_code)
+    later = submit_answer(grace, world.text_sub.exercise, TEXT_PART, "Later essay.")
     body = c.get(reverse("attempt", args=[world.text_sub.pk]),
                  {"cohort": world.cohort.pk}).content.decode()
     assert f'href="{reverse("attempt", args=[later.pk])}?cohort={world.cohort.pk}" ' \
@@ -274,7 +277,7 @@ def test_attempt_links_the_next_awaiting_answer_and_the_other_parts(world: World
     # The last one awaiting has no "next"; a stale filter does not hide the attempt.
     body = c.get(reverse("attempt", args=[later.pk]), {"cohort": 999999}).content.decode()
     assert 'id="next-awaiting"' in body  # ada's answer, unfiltered
-    actions.override_score(world.instructor, world.text_sub, 0.5, "ok")
+    override_score(world.instructor, world.text_sub, 0.5, "ok")
     assert 'id="next-awaiting"' not in c.get(reverse("attempt", args=[later.pk])).content.decode()
 
 
@@ -378,7 +381,7 @@ def test_rubric_page_is_for_text_parts_of_my_cohorts(world: World) -> None:
 
 
 def test_rubric_refuses_an_item_of_another_rubric(world: World) -> None:
-    theirs = actions.save_rubric_item(world.other_instructor, world.other_cohort,
+    theirs = save_rubric_item(world.other_instructor, world.other_cohort,
                                       world.text_sub.exercise, TEXT_PART, label="t", points=1)
     r = client_for(world.instructor).post(reverse("attempt_rubric", args=[world.text_sub.pk]),
                                           {"item": [theirs.pk]}, **HX)
@@ -415,13 +418,13 @@ def test_override_needs_a_reason_and_can_be_cleared(world: World) -> None:
 
 def test_student_sees_override_rubric_and_comments(world: World) -> None:
     inst = world.instructor
-    item = actions.save_rubric_item(inst, world.cohort, world.text_sub.exercise, TEXT_PART,
+    item = save_rubric_item(inst, world.cohort, world.text_sub.exercise, TEXT_PART,
                                     label="Admission flaw", points=1,
                                     explanation="Prompt-only admission overcommits the pool.")
-    actions.apply_rubric(inst, world.text_sub, [item.pk])
-    actions.add_comment(inst, world.text_sub, "Now say how you would test the cap.")
-    actions.override_score(inst, world.code_v2, 0.9, "The slip is cosmetic.")
-    actions.add_comment(inst, world.code_v2, "Count blocks, not requests.", line=4)
+    apply_rubric(inst, world.text_sub, [item.pk])
+    add_comment(inst, world.text_sub, "Now say how you would test the cap.")
+    override_score(inst, world.code_v2, 0.9, "The slip is cosmetic.")
+    add_comment(inst, world.code_v2, "Count blocks, not requests.", line=4)
 
     body = client_for(world.student).get(reverse("exercise", args=[SLUG])).content.decode()
     assert "Your instructor's score: 0.50" in body  # 1 of 2 points on the rubric
@@ -450,6 +453,6 @@ def test_the_exercise_page_asks_for_reviews_once_whatever_the_parts(world: World
                    for x in q.captured_queries)
 
     assert review_queries() == 2  # nothing reviewed yet: one look at each table
-    actions.add_comment(world.instructor, world.code_v2, "Count blocks, not requests.", line=4)
+    add_comment(world.instructor, world.code_v2, "Count blocks, not requests.", line=4)
     # The one reviewed answer adds its own two reads; the others still cost nothing.
     assert review_queries() == 4

@@ -13,7 +13,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from practice import actions, stats
+from practice import stats
+from practice.actions.cohorts import create_cohort, join_cohort, leave_cohort
+from practice.actions.reviews import override_score
 from practice.models import (
     Cohort,
     Exercise,
@@ -69,7 +71,7 @@ def instructor() -> User:
 
 @pytest.fixture
 def cohort(instructor: User) -> Cohort:
-    return actions.create_cohort(instructor, "Spring")
+    return create_cohort(instructor, "Spring")
 
 
 @pytest.fixture
@@ -79,7 +81,7 @@ def class_of_four(cohort: Cohort) -> dict[str, User]:
     being graded, and a student outside the cohort."""
     users = {n: User.objects.create_user(n, password=f"pw-{n}-123") for n in "abcde"}
     for n in "abcd":
-        actions.join_cohort(users[n], cohort.join_code)
+        join_cohort(users[n], cohort.join_code)
     a, b, c, d, e = (users[n] for n in "abcde")
     sub(a, 0, 0.0, "incorrect", "gb_not_gib")
     sub(a, 10, 1.0, "correct")
@@ -145,7 +147,7 @@ def test_a_review_counts_instead_of_the_grader(cohort: Cohort, instructor: User,
     answer out of the wrong ones."""
     c = class_of_four["c"]
     partial = Submission.objects.get(user=c, part_id=PART, verdict="partial")
-    actions.override_score(instructor, partial, 1.0, "Right idea, rounding aside.")
+    override_score(instructor, partial, 1.0, "Right idea, rounding aside.")
     p = part_stats(cohort)
     assert (p.solved, p.solve_percent) == (4, 100)
     assert sorted(p.solve_seconds) == [0.0, 180.0, 600.0, 1800.0]
@@ -175,7 +177,7 @@ def test_text_awaiting_review_is_tried_but_not_scored(cohort: Cohort, instructor
 
 def test_a_member_who_left_no_longer_counts(cohort: Cohort,
                                             class_of_four: dict[str, User]) -> None:
-    actions.leave_cohort(class_of_four["b"], cohort)
+    leave_cohort(class_of_four["b"], cohort)
     p = part_stats(cohort)
     assert (p.tried, p.solved, p.attempts) == (3, 2, 5)
 

@@ -8,7 +8,8 @@ from django.test import Client
 
 from exercises import registry
 from graders.selftest import answer_text
-from practice import actions
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import submit_answer
 from practice.models import Exercise, Submission, User
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,7 @@ def test_htmx_submit_returns_the_part_and_shows_the_solution(client: Client, ali
     spec = registry.get("kv_transfer_disagg")
     part = next(p for p in spec.parts if p.type == "number")
     ex = Exercise.objects.get(slug=spec.slug)
-    variant = actions.assignment_for(alice, ex).variant
+    variant = assignment_for(alice, ex).variant
     ref = registry.solve(spec, registry.params_for(spec, variant))[part.id]
     r = client.post(f"/ex/{spec.slug}/{part.id}/submit/", {"answer": answer_text(part, ref)},
                     HTTP_HX_REQUEST="true")
@@ -116,7 +117,7 @@ def test_evidence_downloads_are_the_students_own_variant(client: Client, alice: 
                 if hasattr(spec.module, "evidence"))
     spec = registry.get(slug)
     ex = Exercise.objects.get(slug=slug)
-    variant = actions.assignment_for(alice, ex).variant
+    variant = assignment_for(alice, ex).variant
     mine = registry.evidence(spec, registry.params_for(spec, variant))
     page = client.get(f"/ex/{slug}/").content.decode()
     for name, ev in mine.items():
@@ -145,9 +146,9 @@ def test_the_exercise_page_reads_the_same_queries_however_many_parts_it_has(
         client.get(url)  # the assignment is made on the first visit
         exercise = Exercise.objects.get(slug=spec.slug)
         solution = registry.solve(spec, registry.params_for(
-            spec, actions.assignment_for(alice, exercise).variant))
+            spec, assignment_for(alice, exercise).variant))
         part = next(p for p in spec.parts if p.type in ("number", "choice"))
-        actions.submit_answer(alice, exercise, part.id, answer_text(part, solution[part.id]),
+        submit_answer(alice, exercise, part.id, answer_text(part, solution[part.id]),
                               "submit")
         with CaptureQueriesContext(connection) as q:
             body = client.get(url).content.decode()
@@ -169,7 +170,7 @@ def test_a_part_reads_its_latest_submission_before_its_state(client: Client,
     client.get(f"/ex/{spec.slug}/")
     exercise = Exercise.objects.get(slug=spec.slug)
     part = next(p for p in spec.parts if p.type == "number")
-    sub = actions.submit_answer(alice, exercise, part.id, "1 GB", "submit")  # graded inline
+    sub = submit_answer(alice, exercise, part.id, "1 GB", "submit")  # graded inline
     # The whole page, and the part redrawn when its submission is finished.
     for url in (f"/ex/{spec.slug}/", f"/submissions/{sub.pk}/status/"):
         with CaptureQueriesContext(connection) as q:

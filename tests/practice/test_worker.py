@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from exercises import mutants, registry
-from practice import actions
+from practice.actions.submissions import submit_answer
 from practice.models import Exercise, Submission, User
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -31,7 +31,7 @@ def submit_code(user: User, source: str, mode: str = "submit") -> Submission:
     ex = Exercise.objects.get(slug=SLUG)
     part = next(p for p in registry.get(SLUG).parts if p.type == "code")
     with transaction.atomic():
-        return actions.submit_answer(user, ex, part.id, source, mode)
+        return submit_answer(user, ex, part.id, source, mode)
 
 
 @pytest.mark.parametrize("celery_broker", ["redis", "embedded"], indirect=True)

@@ -24,14 +24,14 @@ POISON_MARK = "# roofline-test: this answer kills its worker child"
 
 @worker_process_init.connect
 def _poison_grading(**kwargs: Any) -> None:
-    # Each child after the fork, once Django is set up (practice.actions needs the models).
-    from practice import actions
+    # Each child after the fork, once Django is set up (practice.grading needs the models).
+    from practice import grading
 
-    real = actions.grade_claimed
+    real = grading.grade_claimed
 
     def grade_or_die(sub: Any) -> Any:
         if POISON_MARK in sub.answer:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(sub)
 
-    actions.grade_claimed = grade_or_die  # type: ignore[assignment]
+    grading.grade_claimed = grade_or_die  # type: ignore[assignment]

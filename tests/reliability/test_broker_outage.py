@@ -30,7 +30,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from practice import actions
+from practice.actions import publish
 from practice.models import Exercise, PartState, Submission, User
 from tests.reliability.conftest import (
     CODE_SLUG,
@@ -175,15 +175,15 @@ def run_outage(site: Site, break_broker: Callable[[], None], restore: Callable[[
 
 
 def count_enqueues(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """What actions.enqueue returned, call by call, in this (the web) process."""
+    """What publish.enqueue returned, call by call, in this (the web) process."""
     calls: list[bool] = []
-    real = actions.enqueue
+    real = publish.enqueue
 
     def counting(pk: int, queue: str = "grade") -> bool:
         calls.append(ok := real(pk, queue))
         return ok
 
-    monkeypatch.setattr(actions, "enqueue", counting)
+    monkeypatch.setattr(publish, "enqueue", counting)
     return calls
 
 

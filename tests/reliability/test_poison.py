@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from practice import actions
+from practice.actions.submissions import submit_answer
 from practice.models import Exercise, PartState, Submission, User
 from tests.reliability.conftest import (
     CODE_SLUG,
@@ -55,8 +55,8 @@ def test_poison_submission_is_stopped_after_max_deliveries(
     victim = User.objects.create_user("poisoner", password="pw-poison-12345")
     bystander = User.objects.create_user("bystander", password="pw-poison-12345")
     t0 = time.monotonic()
-    poison = actions.submit_answer(victim, exercise, part_id, f"{source}\n{POISON_MARK}\n")
-    good = actions.submit_answer(bystander, exercise, part_id, source)
+    poison = submit_answer(victim, exercise, part_id, f"{source}\n{POISON_MARK}\n")
+    good = submit_answer(bystander, exercise, part_id, source)
 
     # Delivery k+1 comes when the sweeper finds delivery k's row running past the grace.
     n = RECOVERY.max_deliveries

@@ -9,7 +9,9 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from practice import actions
+from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import submit_answer
 from practice.models import Exercise, Submission, User
 from tests.security.support import People
 
@@ -30,14 +32,14 @@ def people(db: Any) -> People:
     enough for the review queue, the attempt page, its comment/rubric/override forms."""
     student = User.objects.create_user("ada", password="pw-ada-12345")
     instructor = User.objects.create_user("inst", password="pw-inst-12345", is_instructor=True)
-    cohort = actions.create_cohort(instructor, "Spring")
-    actions.join_cohort(student, cohort.join_code)
+    cohort = create_cohort(instructor, "Spring")
+    join_cohort(student, cohort.join_code)
     ex = Exercise.objects.get(slug=SLUG)
-    text_sub = actions.submit_answer(student, ex, TEXT_PART, "Admission counts the prompt only.")
+    text_sub = submit_answer(student, ex, TEXT_PART, "Admission counts the prompt only.")
     now = timezone.now()
     code_sub = Submission.objects.create(
         user=student, exercise=ex, part_id=CODE_PART, part_type="code",
-        variant=actions.assignment_for(student, ex).variant,
+        variant=assignment_for(student, ex).variant,
         answer="def ledger(pool):\n    return sum(pool)\n", status="graded", score=0.5,
         verdict="partial", started_at=now, finished_at=now,
         result={"score": 0.5, "verdict": "partial", "feedback": "", "checks": []})

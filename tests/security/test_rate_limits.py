@@ -17,7 +17,10 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from exercises import registry
-from practice import actions, ratelimit
+from practice import ratelimit
+from practice.actions import NotAllowed, publish
+from practice.actions.exercises import assignment_for
+from practice.actions.submissions import submit_answer
 from practice.models import Exercise, PartState, Submission, User
 from practice.settings import base
 
@@ -37,7 +40,7 @@ def student(db: Any) -> User:
 
 def _queued(user: User, n: int, status: str = "queued") -> list[Submission]:
     ex = Exercise.objects.get(slug=CODE_SLUG)
-    variant = actions.assignment_for(user, ex).variant
+    variant = assignment_for(user, ex).variant
     return [Submission.objects.create(user=user, exercise=ex, part_id=CODE_PART, part_type="code",
                                       variant=variant, answer="def ledger(p):\n    return 0\n",
                                       status=status) for _ in range(n)]
@@ -82,14 +85,14 @@ def test_the_in_flight_cap_is_per_student_and_only_for_queued_parts(student: Use
     _queued(student, 5)
     other = User.objects.create_user("bob", password="pw-bob-12345")
     ex = Exercise.objects.get(slug=CODE_SLUG)
-    assert actions.submit_answer(other, ex, CODE_PART, "def ledger(p):\n    return 0\n").pk
+    assert submit_answer(other, ex, CODE_PART, "def ledger(p):\n    return 0\n").pk
     # A number is graded in the request and holds no worker: the in-flight cap does not apply.
     part = _number_part()
     num = Exercise.objects.get(slug=NUMBER_SLUG)
-    sub = actions.submit_answer(student, num, part.id, "1 GB")
+    sub = submit_answer(student, num, part.id, "1 GB")
     assert sub.status == "graded"
-    with pytest.raises(actions.NotAllowed, match="5 submissions being graded"):
-        actions.submit_answer(student, ex, CODE_PART, "def ledger(p):\n    return 0\n")
+    with pytest.raises(NotAllowed, match="5 submissions being graded"):
+        submit_answer(student, ex, CODE_PART, "def ledger(p):\n    return 0\n")
 
 
 @override_settings(ROOFLINE_MAX_IN_FLIGHT=1)
@@ -155,18 +158,18 @@ def test_simultaneous_submissions_never_overshoot_the_cap(monkeypatch: pytest.Mo
     serialises the count-then-create (without it each request counts 0 in flight and all
     twelve pass); on SQLite every transaction takes the write lock when it begins (IMMEDIATE,
     base.py), which serialises them too."""
-    monkeypatch.setattr(actions, "enqueue", lambda *args, **kwargs: True)  # no broker here
+    monkeypatch.setattr(publish, "enqueue", lambda *args, **kwargs: True)  # no broker here
     user = User.objects.create_user("ada", password="pw-ada-12345")
     ex = Exercise.objects.get(slug=CODE_SLUG)
-    actions.assignment_for(user, ex)
+    assignment_for(user, ex)
     start = threading.Barrier(12)
 
     def one(_: int) -> str:
         try:
             start.wait()
-            actions.submit_answer(user, ex, CODE_PART, "def ledger(p):\n    return 0\n")
+            submit_answer(user, ex, CODE_PART, "def ledger(p):\n    return 0\n")
             return "queued"
-        except actions.NotAllowed:
+        except NotAllowed:
             return "refused"
         finally:
             connection.close()

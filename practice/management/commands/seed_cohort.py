@@ -31,7 +31,7 @@ from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity
 from graders.base import GradeResult
 from graders.selftest import SANDBOXED, answer_text
 from graders.text import review_feedback
-from practice import actions
+from practice.actions.cohorts import create_cohort
 from practice.models import (
     Assignment,
     Exercise,
@@ -103,7 +103,7 @@ class Command(BaseCommand):
         now = timezone.now()
         with transaction.atomic():
             instructor, made = _instructor(opts["instructor"])
-            cohort = actions.create_cohort(
+            cohort = create_cohort(
                 instructor, opts["cohort"] or f"Demo cohort ({n_students} students)")
             students = _students(cohort.pk, n_students)
             Membership.objects.bulk_create(Membership(cohort=cohort, user=s) for s in students)

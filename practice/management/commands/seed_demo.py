@@ -4,13 +4,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from practice import actions
+from practice.actions.people import create_demo_users
 
 
 class Command(BaseCommand):
     help = "Create the demo student and instructor for a local site."
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        made = actions.create_demo_users()
+        made = create_demo_users()
         self.stdout.write("demo users: student / student-demo, instructor / instructor-demo"
                           + (f" (created {', '.join(made)})" if made else " (already there)"))

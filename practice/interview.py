@@ -1,5 +1,5 @@
 """Picking questions and reading mock interviews. Nothing here writes to the database: starting,
-finishing and expiring a mock are in `practice.actions`.
+finishing and expiring a mock are in `practice.actions.mock_interviews`.
 
 The pickers are pure functions of a list of standings and a `random.Random`, so tests can seed
 them; the queries take `now` so tests can move the clock.

@@ -1,0 +1,79 @@
+"""Exercises: the Exercise rows follow the folders, and a student's variant is drawn at first
+visit and kept. Reading a variant's parameters is practice/variants.py."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from exercises import registry
+from practice.models import Assignment, Exercise, MockInterview, User
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    created: int
+    updated: int
+    deactivated: int
+    renamed: int = 0
+
+
+def sync_exercises() -> SyncReport:
+    """Make the Exercise rows match the folders. A folder's row is the one with its uuid (or,
+    for a row made before exercises had ids, the one with its slug, which then takes the uuid);
+    the slug and everything else follow the folder, so a renamed folder keeps its students'
+    history. Rows whose folder is gone are deactivated, and step aside (slug "<slug>-gone-<pk>")
+    if a new exercise takes their slug. Mock interviews list exercises by slug: a rename is
+    carried into them."""
+    specs = registry.load_all()
+    created = updated = 0
+    renames: dict[str, str] = {}
+    with transaction.atomic():
+        rows = list(Exercise.objects.select_for_update().order_by("pk"))
+        by_uuid = {str(r.uuid): r for r in rows if r.uuid is not None}
+        legacy = {r.slug: r for r in rows if r.uuid is None}
+        plan = [(spec, by_uuid.get(spec.uuid) or legacy.pop(spec.slug, None))
+                for spec in specs.values()]
+        kept = {row.pk for _, row in plan if row is not None}
+        # Slugs are unique: every row whose slug changes, and every row of a removed folder
+        # that holds a slug now wanted, moves to a free one first.
+        for spec, row in plan:
+            if row is not None and row.slug != spec.slug:
+                renames[row.slug] = spec.slug
+                Exercise.objects.filter(pk=row.pk).update(slug=f"renaming-{row.pk}")
+        for row in rows:
+            if row.pk not in kept and row.slug in specs:
+                Exercise.objects.filter(pk=row.pk).update(slug=f"{row.slug[:40]}-gone-{row.pk}",
+                                                          active=False)
+        for spec, row in plan:
+            fields = {
+                "uuid": spec.uuid, "slug": spec.slug, "seed": spec.seed, "title": spec.title,
+                "topic": spec.topic, "difficulty": spec.difficulty, "minutes": spec.minutes,
+                "summary": spec.summary, "active": True,
+                "parts": [{"id": p.id, "type": p.type, "points": p.points} for p in spec.parts],
+            }
+            if row is None:
+                kept.add(Exercise.objects.create(**fields).pk)
+                created += 1
+            else:
+                Exercise.objects.filter(pk=row.pk).update(**fields, synced_at=timezone.now())
+                updated += 1
+        deactivated = Exercise.objects.exclude(pk__in=kept).filter(active=True).update(
+            active=False)
+        if renames:
+            for mock in MockInterview.objects.select_for_update():
+                listed = [renames.get(slug, slug) for slug in mock.exercises]
+                if listed != mock.exercises:
+                    mock.exercises = listed
+                    mock.save(update_fields=["exercises"])
+    return SyncReport(created, updated, deactivated, len(renames))
+
+
+def assignment_for(user: User, exercise: Exercise) -> Assignment:
+    """The student's variant of an exercise, drawn at first visit and kept."""
+    variant = str(random.SystemRandom().randrange(1, 1_000_000))
+    assignment, _ = Assignment.objects.get_or_create(
+        user=user, exercise=exercise, defaults={"variant": variant})
+    return assignment
