@@ -1034,11 +1034,11 @@ def test_a_case_shown_in_one_submission_is_worth_nothing_in_the_next(
     """Submit shows the smallest failing hidden case with its expected value; hard-coding it in
     the next submission must gain nothing, since that submission's cases are drawn afresh. The
     same submission graded again (a regrade) sees the same cases."""
-    from practice import actions
+    from practice.grading import grade_claimed
 
     assert PARTIAL != (CANARY / "code" / "reference.py").read_text(encoding="utf-8")
     os.environ["ROOFLINE_SANDBOX_BACKEND"] = hostile_backend.name
-    first = actions.grade_claimed(_submission(9001, PARTIAL))
+    first = grade_claimed(_submission(9001, PARTIAL))
     shown = SHOWN.search(_minutes_check(first).message)
     assert shown, _minutes_check(first).message
     n, rps, fraction, value = shown.groups()
@@ -1048,13 +1048,13 @@ def test_a_case_shown_in_one_submission_is_worth_nothing_in_the_next(
         f"    if (n, fleet_rps, canary_fraction) == ({n}, {rps}, {fraction}):\n"
         f"        return {value}\n"
         "    return _general(n, fleet_rps, canary_fraction)\n")
-    honest_next = actions.grade_claimed(_submission(9002, PARTIAL))
-    cheat_next = actions.grade_claimed(_submission(9002, memorised))
+    honest_next = grade_claimed(_submission(9002, PARTIAL))
+    cheat_next = grade_claimed(_submission(9002, memorised))
     assert not _minutes_check(cheat_next).passed
     assert _minutes_check(cheat_next).details == _minutes_check(honest_next).details
     assert cheat_next.score == honest_next.score
     # A regrade of the first submission reproduces its cases and its grade exactly.
-    again = actions.grade_claimed(_submission(9001, PARTIAL))
+    again = grade_claimed(_submission(9001, PARTIAL))
     assert [(c.name, c.passed, c.message) for c in again.checks] \
         == [(c.name, c.passed, c.message) for c in first.checks]
 
