@@ -4,11 +4,13 @@ made from them, and the per-check verdicts summed up as "N of M cases fail. Smal
 checks.py runs in the worker (graders.code.load_module loads it by path), so it imports this
 module directly: `from graders import checkkit`. The sandbox never sees it.
 
-    drawn = checkkit.draw(_random_input(), seed, RANDOM_CASES)      # Hypothesis, pinned
-    cases += checkkit.drawn_cases(cases, drawn)                     # random-001, ...
-    v = checkkit.Verdicts(size_key)                                 # per check, per case
+    drawn = checkkit.draw(_random_input(), seed, RANDOM_CASES)   # Hypothesis, pinned
+    cases += checkkit.drawn_cases(cases, drawn)                  # random-001, ...
+    cases = checkkit.with_draws(edge, drawn_json, size_key)      # both, smallest first
+    ref = checkkit.sibling(__file__, "reference")                # trusted, loaded once
+    v = checkkit.Verdicts(size_key)                              # per check, per case
     v.add("no crash", case, passed, message)
-    return v.checks(CHECKS)                                         # one Check per name
+    return v.checks(CHECKS)                                      # one Check per name
 
 A failing check names one case only, the smallest by the exercise's own `size_key` (or a rank
 the exercise gives per case), because the smallest failing case is the easiest to read and to
@@ -17,8 +19,13 @@ exercise, so students read one format everywhere.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple, TypeVar
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -32,6 +39,32 @@ Case = dict[str, Any]
 # order the checks are shown.
 CheckTable = Sequence[tuple[str, float, str]]
 T = TypeVar("T")
+
+
+_sibling_lock = threading.RLock()
+
+
+def sibling(checks_file: str, stem: str) -> ModuleType:
+    """`<stem>.py` beside checks.py (the reference, a simulator): trusted code the checks call
+    themselves, loaded once per process under a private name. Not the module the grader loads
+    for the expected outputs (graders.code.load_module), so the two never share state."""
+    folder = Path(checks_file).resolve().parent
+    name = f"roofline_checks_{folder.parent.name}_{stem}"
+    with _sibling_lock:
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, folder / f"{stem}.py")
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {folder / stem}.py")
+            module = importlib.util.module_from_spec(spec)
+            # Registered before it runs, as an import would: dataclasses look their module up.
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+        return module
 
 
 def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
@@ -67,6 +100,15 @@ def drawn_cases(cases: Sequence[Case], drawn: Iterable[dict[str, Any]]) -> list[
         seen.add(key)
         fresh.append({"id": f"random-{len(fresh) + 1:03d}", "input": inp})
     return fresh
+
+
+def with_draws(edge: list[Case], drawn: Iterable[str], size_key: Callable[[Case], Any]
+               ) -> list[Case]:
+    """The hidden cases most checks.py play: the edge cases and the fresh draws (JSON text, the
+    form a per-seed cache keeps them in) as random-001, ..., smallest first."""
+    cases = edge + drawn_cases(edge, [json.loads(raw) for raw in drawn])
+    cases.sort(key=size_key)
+    return cases
 
 
 class Row(NamedTuple):

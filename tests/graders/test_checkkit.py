@@ -66,3 +66,19 @@ def test_bare_when_alone_drops_the_count_for_a_single_case() -> None:
     v.add("speed", _case("large", 0), False, "too slow")
     (check,) = v.checks([("speed", 1.0, "-")], bare_when_alone=True)
     assert check.message == "too slow"
+
+
+def test_a_sibling_is_loaded_once_under_a_private_name(tmp_path: Any) -> None:
+    folder = tmp_path / "some_exercise" / "code"
+    folder.mkdir(parents=True)
+    (folder / "reference.py").write_text("LOADS = []\nLOADS.append(1)\n", encoding="utf-8")
+    checks_file = str(folder / "checks.py")
+    first = checkkit.sibling(checks_file, "reference")
+    assert checkkit.sibling(checks_file, "reference") is first
+    assert first.LOADS == [1] and first.__name__ == "roofline_checks_some_exercise_reference"
+
+
+def test_with_draws_adds_the_fresh_draws_and_sorts() -> None:
+    edge = [_case("edge-big", 9)]
+    cases = checkkit.with_draws(edge, ['{"n": 9}', '{"n": 4}'], lambda c: c["input"]["n"])
+    assert [c["id"] for c in cases] == ["random-001", "edge-big"]

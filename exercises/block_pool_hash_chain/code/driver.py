@@ -21,11 +21,10 @@ enters the digest; the workload, and why nothing in it repeats, is prefix_speed.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-
 from driver_errors import describe as _describe
-from prefix_speed import speed_workload
+from prefix_speed import block_ids as _ids
+from prefix_speed import play_ops, speed_digest, speed_workload
+from prefix_speed import play_speed as _play
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,13 +53,6 @@ def _fast(parent: bytes, tokens: tuple[int, ...], extra: object) -> bytes:
 
 HASHES: dict[str, Callable[[bytes, tuple[int, ...], object], bytes]] = {
     "const": _const, "mod3": _mod3}
-
-
-def _ids(value: Any, what: str) -> list[int]:
-    if not isinstance(value, list | tuple) or not all(
-            isinstance(b, int) and not isinstance(b, bool) for b in value):
-        raise TypeError(f"{what} returned {value!r:.80}, expected a list of block ids (int)")
-    return [int(b) for b in value]
 
 
 def _count(value: Any, what: str) -> int:
@@ -105,7 +97,6 @@ def _step(pool: Any, op: list[Any]) -> dict[str, Any]:
 def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
     if "speed" in case_input:
         return {"speed": _speed(module, case_input["speed"])}
-    steps: list[dict[str, Any]] = []
     try:
         if case_input["hash"] == "sha256":
             pool = module.BlockPool(case_input["num_blocks"], case_input["block_size"])
@@ -116,15 +107,7 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
         raise
     except (Exception, SystemExit) as exc:
         return {"steps": [{"error": _describe(exc, module)}]}
-    for op in case_input["ops"]:
-        try:
-            steps.append(_step(pool, op))
-        except MemoryError:
-            raise
-        except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
-            steps.append({"error": _describe(exc, module)})
-            break
-    return {"steps": steps}
+    return {"steps": play_ops(module, case_input["ops"], lambda op: _step(pool, op), _describe)}
 
 
 # ------------------------------------------------------------------ the speed case
@@ -135,21 +118,9 @@ def play_speed(module: Any, spec: dict[str, Any], prompts: list[list[int]],
     """Admit and finish every prompt (filling the cache), then look up each probe's prefix once.
     Returns all results."""
     B = spec["block_size"]
-    pool = module.BlockPool(spec["num_blocks"], B, _fast)
-    results: list[Any] = []
-    for i, tokens in enumerate(prompts):
-        results.append(pool.allocate(f"f{i}", tokens))
-        pool.free(f"f{i}")
-    lookup = pool.lookup
-    results.extend(lookup(prompts[j][: blocks * B + 1]) for j, blocks in probes)
-    return results
+    return _play(module.BlockPool(spec["num_blocks"], B, _fast), B, prompts, probes)
 
 
 def _speed(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     prompts, probes = speed_workload(spec)
-    results = play_speed(module, spec, prompts, probes)
-    try:
-        digest = hashlib.sha256(json.dumps(results).encode()).hexdigest()[:16]
-    except (TypeError, ValueError):
-        digest = "results not JSON-able"
-    return {"digest": digest, "lookups": len(probes)}
+    return speed_digest(play_speed(module, spec, prompts, probes), probes)

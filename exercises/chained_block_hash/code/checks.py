@@ -9,22 +9,30 @@ with the reference's. Each failing check names the shortest failing operation se
 """
 from __future__ import annotations
 
-import importlib.util
-import json
 import random
-import sys
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from exercises.prefix_scripts import (
+    Case,
+    FirstFailures,
+    clip,
+    describe_speed,
+    hidden_scripts,
+    ids_ok,
+    judge_speed,
+    make_case,
+    queue_problem,
+    script_inputs,
+    short,
+    size_key,
+    steps_of,
+    summary,
+)
+from graders import checkkit
 from graders.base import Check
-
-HERE = Path(__file__).resolve().parent
-Case = dict[str, Any]
 
 # The facts note's trace: B = 4, 8 blocks, A = 14 tokens (3 full blocks and a 2-token tail).
 A = [11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34, 41, 42]
@@ -33,10 +41,6 @@ E = A[4:8] + A[0:4]  # A's block 1 then A's block 0: same tokens, different posi
 G = [51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62]  # needs 3 fresh blocks
 
 RANDOM_CASES = 200
-# Speed: the student's workload may take this many times the reference's before the speed check
-# fails, and never fails under the floor (a fast machine's reference time is noise-sized).
-SPEED_RATIO = 20.0
-SPEED_FLOOR_S = 0.25
 # 256 prompts of 32 full blocks fill an 8192-block pool (about 8,000 cached hashes), then 3,000
 # lookups, each of a different prefix of them; the relay times the whole case in CPU seconds. A
 # cheap hash keeps the time on the cache's own work: a lookup that scans the cache instead of
@@ -53,21 +57,7 @@ def speed_spec(seed: int) -> dict[str, Any]:
 
 
 def _reference() -> Any:
-    name = "roofline_chained_block_hash_reference_for_checks"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-def make_case(case_id: str, block_size: int, num_blocks: int, ops: list[list[Any]],
-              hash_name: str = "sha256") -> Case:
-    return {"id": case_id, "input": {"block_size": block_size, "num_blocks": num_blocks,
-                                     "hash": hash_name, "ops": ops}}
+    return checkkit.sibling(__file__, "reference")
 
 
 def trace_ops(a: list[int], c: list[int], g: list[int], block_size: int) -> list[list[Any]]:
@@ -209,53 +199,17 @@ def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
 
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
-    drawn: list[str] = []
-
-    # phases=[generate] and database=None: no shrinking and no example database, so a seed always
-    # gives the same list.
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_random_case())
-    def collect(case: tuple[int, int, str, list[list[Any]]]) -> None:
-        B, N, hash_name, ops = case
-        drawn.append(json.dumps(make_case("", B, N, ops, hash_name)["input"], sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    return script_inputs(_random_case(), seed, n)
 
 
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases, Hypothesis-generated scripts (deterministic for a seed, smallest first) and
     the large speed case last."""
-    cases = _edge_cases()
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
-    cases.sort(key=size_key)
-    # "timed": the relay measures this case's CPU seconds (graders/code.py).
-    cases.append({"id": "speed-large", "input": {"speed": speed_spec(seed)}, "timed": True})
-    return cases
+    return hidden_scripts(_edge_cases(), _random_inputs(int(seed), RANDOM_CASES),
+                                 speed_spec(seed))
 
 
 # ---------------------------------------------------------------- describing cases
-
-
-def _op_size(op: list[Any]) -> int:
-    return 1 + sum(len(x) for x in op if isinstance(x, list))
-
-
-def size_key(case: Case) -> tuple[int, int, str]:
-    inp = case["input"]
-    if "speed" in inp:
-        return (10**9, 0, "")
-    return (len(inp["ops"]), sum(_op_size(op) for op in inp["ops"]),
-            json.dumps(inp, sort_keys=True))
 
 
 def _fmt_op(op: list[Any]) -> str:
@@ -284,10 +238,7 @@ def describe(case: Case, upto: int | None = None) -> str:
     """The case as code a student can paste; `upto` cuts the script after that op index."""
     inp = case["input"]
     if "speed" in inp:
-        s = inp["speed"]
-        return (f"the large speed case ({s['fill']} prompts of {s['fill_blocks']} blocks of "
-                f"{s['block_size']} tokens admitted and finished in a {s['num_blocks']}-block pool, "
-                f"then {s['probes']:,} timed lookups, each of a different prefix of them)")
+        return describe_speed(inp["speed"])
     ops = inp["ops"] if upto is None else inp["ops"][: upto + 1]
     hash_kw = "" if inp["hash"] == "sha256" else ", hash_fn=blake2b_fn"
     lines = [f"m = PrefixCacheModel(num_blocks={inp['num_blocks']}, "
@@ -298,13 +249,7 @@ def describe(case: Case, upto: int | None = None) -> str:
     if inp["hash"] != "sha256":
         lines.append("# blake2b_fn(p, t, e) = blake2b(p + int32-LE tokens + repr(e), "
                      "digest_size=32)")
-    text = "\n".join(lines)
-    return text if len(text) <= 3000 else text[:2990] + "\n..."
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip("\n".join(lines))
 
 
 # ---------------------------------------------------------------- checking
@@ -328,34 +273,8 @@ CHECKS: tuple[tuple[str, float, str], ...] = (
 )
 
 
-class _Verdict:
-    def __init__(self) -> None:
-        self.results: dict[str, list[tuple[tuple[Any, ...], bool, str]]] = {}
-
-    def add(self, name: str, key: tuple[Any, ...], passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((key, passed, message))
-
-
-def _steps(got: Any) -> list[dict[str, Any]] | str:
-    """The student's steps, or an error string when the result is unusable or malformed."""
-    if not isinstance(got, dict):
-        return "the output line for this case is malformed"
-    if "error" in got:
-        return str(got["error"])
-    out = got.get("output")
-    if not isinstance(out, dict) or not isinstance(out.get("steps"), list) \
-            or not all(isinstance(s, dict) for s in out["steps"]):
-        return "the output line for this case is malformed"
-    return out["steps"]
-
-
-def _ids_ok(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool)
-                                           for b in value)
-
-
 def _pair_ok(value: Any) -> bool:
-    return isinstance(value, list) and len(value) == 2 and _ids_ok(value[0]) \
+    return isinstance(value, list) and len(value) == 2 and ids_ok(value[0]) \
         and isinstance(value[1], int)
 
 
@@ -378,7 +297,7 @@ def _invariants(case: Case, steps: list[dict[str, Any]]) -> tuple[int, str] | No
         if "error" in step or op[0] in ("hash_block", "request_hashes"):
             continue
         out, queue = step.get("out"), step.get("queue")
-        if not _ids_ok(queue):
+        if not ids_ok(queue):
             return i, "free_queue() did not return a list of block ids"
         problem = ""
         if op[0] == "allocate" and out is not None and _pair_ok(out):
@@ -406,44 +325,26 @@ def _invariants(case: Case, steps: list[dict[str, Any]]) -> tuple[int, str] | No
             held.pop(op[1], None)
         holding = {b for blocks in held.values() for b in blocks}
         if not problem:
-            if len(set(queue)) != len(queue):
-                problem = f"the free queue lists a block twice: {queue}"
-            elif any(not 0 <= b < N for b in queue):
-                problem = f"the free queue holds a block id outside 0..{N - 1}: {queue}"
-            elif holding & set(queue):
-                problem = (f"block(s) {sorted(holding & set(queue))} are in the free queue while "
-                           "a running request holds them")
-            elif len(queue) + len(holding) != N:
-                problem = (f"{len(queue)} free + {len(holding)} held by running requests = "
-                           f"{len(queue) + len(holding)}, but the pool has {N} blocks: a block "
-                           "leaked or is counted twice")
-            elif op[0] == "lookup" and queue != prev_queue:
-                problem = f"lookup changed the free queue from {prev_queue} to {queue}"
-            elif op[0] == "allocate" and out is None and queue != prev_queue:
-                problem = f"allocate returned None but changed the free queue to {queue}"
+            problem = queue_problem(op, out, queue, prev_queue, holding, N)
         if problem:
             return i, problem
         prev_queue = queue
     return None
 
 
-def _judge(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
+def _judge(case: Case, got: Any, exp: dict[str, Any], v: checkkit.Verdicts) -> None:
     inp = case["input"]
-    steps = _steps(got)
+    steps = steps_of(got)
     e_steps = exp["output"]["steps"]
     if isinstance(steps, str):
         key = (1, size_key(case))
         for name in ("no crash", "block hashes", "lookup results", "allocate results",
                      "free queue after every step", "blocks cached under each hash",
                      "invariants after every step"):
-            v.add(name, key, False, f"{steps.rstrip()} — on:\n{describe(case)}")
+            v.add(name, case, False, f"{steps.rstrip()} — on:\n{describe(case)}", rank=key)
         return
-    first: dict[str, tuple[int, str]] = {}
-
-    def fail(name: str, i: int, message: str) -> None:
-        if name not in first:
-            first[name] = (i, message)
-
+    failures = FirstFailures()
+    fail = failures.fail
     for i, (op, e) in enumerate(zip(inp["ops"], e_steps, strict=True)):
         g = steps[i] if i < len(steps) else {"error": "no result (an earlier step failed)"}
         if "error" in g:
@@ -462,93 +363,41 @@ def _judge(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
                     "request_hashes": "request_block_hashes returned",
                     "lookup": "lookup returned", "allocate": "allocate returned",
                     "free": "free returned"}[kind]
-            fail(CHECK_OF_OP[kind], i, f"{what} {_short(g.get('out'))}, expected "
-                                       f"{_short(e['out'])} — {_where(case, i)}")
+            fail(CHECK_OF_OP[kind], i, f"{what} {short(g.get('out'))}, expected "
+                                       f"{short(e['out'])} — {_where(case, i)}")
         if "queue" in e and g.get("queue") != e["queue"]:
             fail("free queue after every step", i,
-                 f"after this step the free queue (head first) is {_short(g.get('queue'))}, "
-                 f"expected {_short(e['queue'])} — {_where(case, i)}")
+                 f"after this step the free queue (head first) is {short(g.get('queue'))}, "
+                 f"expected {short(e['queue'])} — {_where(case, i)}")
         if "owners" in e and g.get("owners") != e["owners"]:
             fail("blocks cached under each hash", i,
                  f"after this allocate, blocks_for_hash(h_i) for the prompt's full blocks gave "
-                 f"{_short(g.get('owners'))}, expected {_short(e['owners'])} — {_where(case, i)}")
+                 f"{short(g.get('owners'))}, expected {short(e['owners'])} — {_where(case, i)}")
     bad = _invariants(case, steps)
     if bad is not None:
         fail("invariants after every step", bad[0], f"{bad[1]} — {_where(case, bad[0])}")
     if not any("error" in s for s in steps):
-        v.add("no crash", (0,), True)
+        v.add("no crash", case, True)
     uses = {CHECK_OF_OP[op[0]] for op in inp["ops"]}
     if any(op[0] in ("lookup", "allocate", "free") for op in inp["ops"]):
         uses |= {"free queue after every step", "invariants after every step"}
     if any(op[0] == "allocate" for op in inp["ops"]):
         uses.add("blocks cached under each hash")
-    for name in uses | set(first):
-        if name in first:
-            i, message = first[name]
-            ops = inp["ops"][: i + 1]
-            v.add(name, (len(ops), sum(_op_size(op) for op in ops)), False, message)
-        else:
-            v.add(name, (0,), True)
-
-
-def _judge_speed(case: Case, got: Any, exp: dict[str, Any], v: _Verdict) -> None:
-    e = exp["output"]["speed"]
-    out = got.get("output") if isinstance(got, dict) else None
-    g = out.get("speed") if isinstance(out, dict) else None
-    # The time is the relay's (CPU seconds of the whole case, measured outside the sandbox's
-    # Python), never a figure the driver reports: code in the sandbox can rewrite the driver.
-    mine = got.get("cpu_s") if isinstance(got, dict) else None
-    if not (isinstance(g, dict) and isinstance(g.get("digest"), str)
-            and isinstance(mine, float)):
-        error = got.get("error") if isinstance(got, dict) else None
-        msg = f"the large case did not finish: {str(error or 'malformed output').rstrip()}"
-        v.add("large case matches", (0,), False, msg)
-        v.add("lookup speed", (0,), False, msg + " (so its time could not be measured)")
-        return
-    ok = g["digest"] == e["digest"]
-    v.add("large case matches", (0,), ok, "" if ok else (
-        f"on {describe(case)} your results differ from the reference's (digest {g['digest']} vs "
-        f"{e['digest']}); the smaller cases above show where"))
-    if not ok:
-        # Only the time of the right results counts: a replaced driver that skips part of the
-        # work (or copies results instead of looking up) is fast and wrong.
-        v.add("lookup speed", (0,), False, "the large case's results differ from the "
-              "reference's, so its time is not judged; fix the other checks first")
-        return
-    ref = float(exp["cpu_s"])
-    ratio = mine / max(ref, 1e-9)
-    fast = mine <= max(SPEED_RATIO * ref, SPEED_FLOOR_S)
-    v.add("lookup speed", (0,), fast, "" if fast else (
-        f"the large case (one fill, then {case['input']['speed']['probes']:,} lookups, each of "
-        f"a different prefix) took {mine:.3f} CPU seconds, {ratio:.0f}x the reference's "
-        f"{ref:.4f} s "
-        f"(the bound is {SPEED_RATIO:.0f}x, generous so that noise never fails you). "
-        "A lookup should cost one dictionary probe per full block of the prompt; scanning the "
-        "cache (or every block) for each hash makes it grow with the cache, here about 8,000 "
-        "cached blocks. Your results are still graded on every other check; this one is worth "
-        "one point."))
+    failures.report(v, case, uses)
 
 
 def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
-    v = _Verdict()
+    v = checkkit.Verdicts()  # every failure is ranked by its own failing prefix
     for case, g, e in zip(cases, got, expected, strict=True):
         if "speed" in case["input"]:
-            _judge_speed(case, g, e, v)
+            judge_speed(case, g, e, v, mismatch=(
+                "on {case} your results differ from the reference's (digest {got} vs "
+                "{expected}); the smaller cases above show where"), advice=(
+                "A lookup should cost one dictionary probe per full block of the prompt; "
+                "scanning the cache (or every block) for each hash makes it grow with the "
+                "cache, here about 8,000 cached blocks. Your results are still graded on every "
+                "other check; this one is worth one point."))
         else:
             _judge(case, g, e, v)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue  # e.g. Run has no speed case
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            checks.append(Check(name, True, ok_message, weight, {"cases": len(results)}))
-            continue
-        _, _, message = min(failures, key=lambda r: r[0])
-        prefix = (f"{len(failures)} of {len(results)} cases fail. Shortest failing sequence, "
-                  if len(results) > 1 else "")
-        checks.append(Check(name, False, prefix + message, weight,
-                            {"failing": len(failures), "cases": len(results)}))
-    return checks
+    return summary(v, CHECKS)

@@ -25,11 +25,12 @@ enters the digest; the workload, and why nothing in it repeats, is prefix_speed.
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 
 from driver_errors import describe as _describe
-from prefix_speed import speed_workload
+from prefix_speed import block_ids as _ids
+from prefix_speed import play_ops, speed_digest, speed_workload
+from prefix_speed import play_speed as _play
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,13 +84,6 @@ def _hex(value: Any, what: str) -> str:
     return bytes(value).hex()
 
 
-def _ids(value: Any, what: str) -> list[int]:
-    if not isinstance(value, list | tuple) or not all(
-            isinstance(b, int) and not isinstance(b, bool) for b in value):
-        raise TypeError(f"{what} returned {value!r:.80}, expected a list of block ids (int)")
-    return [int(b) for b in value]
-
-
 def _pair(value: Any, what: str) -> list[Any]:
     if not isinstance(value, list | tuple) or len(value) != 2:
         raise TypeError(f"{what} returned {value!r:.80}, expected (block ids, cached tokens)")
@@ -135,23 +129,20 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
         return {"speed": _speed(module, case_input["speed"])}
     fn = HASHES[case_input["hash"]]
     model = None
-    steps: list[dict[str, Any]] = []
-    for op in case_input["ops"]:
-        try:
-            if model is None and op[0] in ("lookup", "allocate", "free"):
-                if case_input["hash"] == "sha256":
-                    model = module.PrefixCacheModel(case_input["num_blocks"],
-                                                    case_input["block_size"])
-                else:
-                    model = module.PrefixCacheModel(case_input["num_blocks"],
-                                                    case_input["block_size"], fn)
-            steps.append(_step(module, model, op, case_input, fn))
-        except MemoryError:
-            raise
-        except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
-            steps.append({"error": _describe(exc, module)})
-            break
-    return {"steps": steps}
+
+    def step(op: list[Any]) -> dict[str, Any]:
+        nonlocal model
+        # Made at the first model op: a script of hash ops alone never builds one.
+        if model is None and op[0] in ("lookup", "allocate", "free"):
+            if case_input["hash"] == "sha256":
+                model = module.PrefixCacheModel(case_input["num_blocks"],
+                                                case_input["block_size"])
+            else:
+                model = module.PrefixCacheModel(case_input["num_blocks"],
+                                                case_input["block_size"], fn)
+        return _step(module, model, op, case_input, fn)
+
+    return {"steps": play_ops(module, case_input["ops"], step, _describe)}
 
 
 # ------------------------------------------------------------------ the speed case
@@ -164,20 +155,9 @@ def play_speed(module: Any, spec: dict[str, Any], prompts: list[list[int]],
     B = spec["block_size"]
     model = (module.PrefixCacheModel(spec["num_blocks"], B) if not spec.get("fast_hash")
              else module.PrefixCacheModel(spec["num_blocks"], B, _fast_hash))
-    results: list[Any] = []
-    for i, tokens in enumerate(prompts):
-        results.append(model.allocate(f"f{i}", tokens))
-        model.free(f"f{i}")
-    lookup = model.lookup
-    results.extend(lookup(prompts[j][: blocks * B + 1]) for j, blocks in probes)
-    return results
+    return _play(model, B, prompts, probes)
 
 
 def _speed(module: Any, spec: dict[str, Any]) -> dict[str, Any]:
     prompts, probes = speed_workload(spec)
-    results = play_speed(module, spec, prompts, probes)
-    try:
-        digest = hashlib.sha256(json.dumps(results).encode()).hexdigest()[:16]
-    except (TypeError, ValueError):
-        digest = "results not JSON-able"
-    return {"digest": digest, "lookups": len(probes)}
+    return speed_digest(play_speed(module, spec, prompts, probes), probes)

@@ -10,11 +10,8 @@ it fails on.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from functools import cache, lru_cache
-from pathlib import Path
+from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -24,7 +21,6 @@ from exercises.registry import expose_shared_modules
 from graders import checkkit
 from graders.base import Check
 
-HERE = Path(__file__).resolve().parent
 VOCAB = 7  # the fake model's vocabulary, as in driver.py
 RANDOM_CASES = 160
 # Every integer Hypothesis draws stays below 100: it mixes literals >= 100 found in loaded source
@@ -36,17 +32,10 @@ ARRIVALS = (0, 0, 1, 0, 2, 4, 7)
 Case = dict[str, Any]
 
 
-@cache
 def _load(name: str) -> ModuleType:
     """reference.py or driver.py from this folder (trusted), under a private module name."""
     expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-    mod_name = f"roofline_q29_checks_{name}"
-    spec = importlib.util.spec_from_file_location(mod_name, HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
+    return checkkit.sibling(__file__, name)
 
 
 def model_token(seq: list[int]) -> int:

@@ -184,9 +184,7 @@ def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """The edge workloads plus Hypothesis-drawn ones, deterministic for a seed, smallest first."""
     cases = [make_case(f"edge-{name}", reqs) for name, reqs in EDGE_CASES]
-    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)])
-    cases.sort(key=size_key)
-    return cases
+    return checkkit.with_draws(cases, _random_inputs(int(seed), RANDOM_CASES), size_key)
 
 
 # ---------------------------------------------------------------- feedback helpers

@@ -15,13 +15,10 @@ reference's answers whatever estimator details it picks.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from functools import lru_cache
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,7 +27,6 @@ from hypothesis import strategies as st
 from graders import checkkit
 from graders.base import Check
 
-HERE = Path(__file__).resolve().parent
 Case = dict[str, Any]
 
 # What the starter promises about comparisons.
@@ -49,15 +45,7 @@ KIND_ORDER = ("exposure", "slope", "period", "alignment", "trace")
 
 
 def _load(name: str) -> ModuleType:
-    mod_name = f"roofline_latency_period_owner_checks_{name}"
-    module = sys.modules.get(mod_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, HERE / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    return module
+    return checkkit.sibling(__file__, name)
 
 
 def _exercise() -> ModuleType:

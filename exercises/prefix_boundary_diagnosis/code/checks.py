@@ -8,11 +8,8 @@ arguments, what was expected, what came back and, where it helps, the rule that 
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from functools import cache, lru_cache
-from pathlib import Path
+from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -33,16 +30,9 @@ N_RANDOM = {"common_prefix_len": 20, "reusable_tokens": 30, "predict_window": 70
 NAMES = ("eviction", "none_changed", "routing", "template_break")
 
 
-@cache
 def _reference() -> ModuleType:
     """reference.py next to this file, for the per-request breakdown in failure messages."""
-    name = "roofline_prefix_boundary_reference_for_checks"
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("reference.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return checkkit.sibling(__file__, "reference")
 
 
 # ---------------------------------------------------------------- case builders
@@ -295,9 +285,7 @@ def size_key(case: Case) -> tuple[int, str]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-generated ones, deterministic for a seed, smallest first."""
     cases = [json.loads(json.dumps(c)) for c in EDGE_CASES]
-    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
-    cases.sort(key=size_key)
-    return cases
+    return checkkit.with_draws(cases, _random_inputs(int(seed)), size_key)
 
 
 # ---------------------------------------------------------------- describing cases

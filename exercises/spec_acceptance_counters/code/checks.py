@@ -281,9 +281,7 @@ def size_key(case: Case) -> tuple[int, int, str]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-generated ones, deterministic for a seed, smallest first."""
     cases = [json.loads(json.dumps(c)) for c in EDGE_CASES]
-    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
-    cases.sort(key=size_key)
-    return cases
+    return checkkit.with_draws(cases, _random_inputs(int(seed)), size_key)
 
 
 # ---------------------------------------------------------------- describing cases

@@ -226,9 +226,7 @@ def _random_inputs(seed: int) -> tuple[str, ...]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases plus Hypothesis-drawn ones, deterministic for a seed, smallest first."""
     cases = _edge_cases()
-    cases += checkkit.drawn_cases(cases, [json.loads(raw) for raw in _random_inputs(int(seed))])
-    cases.sort(key=size_key)
-    return cases
+    return checkkit.with_draws(cases, _random_inputs(int(seed)), size_key)
 
 
 # ---------------------------------------------------------------- checks

@@ -157,10 +157,7 @@ def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
         cases.append(make_case(f"edge-{name}-include", tokens, stops, True))
     for name, tokens, stops in EMPTY_STOP_CASES:
         cases.append(make_case(f"edge-{name}", tokens, stops, False))
-    cases += checkkit.drawn_cases(
-        cases, [json.loads(raw) for raw in _random_inputs(int(seed), RANDOM_CASES)])
-    cases.sort(key=size_key)
-    return cases
+    return checkkit.with_draws(cases, _random_inputs(int(seed), RANDOM_CASES), size_key)
 
 
 # ---------------------------------------------------------------- checks
