@@ -15,15 +15,15 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from exercises.registry import expose_shared_modules
+from graders import checkkit
 from graders.base import Check
 
 HERE = Path(__file__).resolve().parent
@@ -226,20 +226,9 @@ def resolve(ops: list[tuple[Any, ...]]) -> list[Op]:
 @lru_cache(maxsize=16)
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON strings (hashable, and copied on every use)."""
-    drawn: list[str] = []
-
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(_draft())
-    def collect(d: tuple[int, int, list[tuple[Any, ...]]]) -> None:
-        page, pool, ops = d
-        script = resolve(ops)
-        if script:
-            drawn.append(json.dumps(make_case("", script, page, pool)["input"], sort_keys=True))
-
-    collect()
-    return tuple(drawn)
+    scripts = [(page, pool, resolve(ops)) for page, pool, ops in checkkit.draw(_draft(), seed, n)]
+    return tuple(json.dumps(make_case("", script, page, pool)["input"], sort_keys=True)
+                 for page, pool, script in scripts if script)
 
 
 def timed_case(seed: int) -> Case:
@@ -273,18 +262,9 @@ def timed_ops(case: Case) -> tuple[Op, ...]:
 def hidden_cases(params: dict[str, Any], seed: int) -> list[Case]:
     """Edge cases, Hypothesis-generated scripts (deterministic for a seed, smallest first) and
     the long-prompt timing case last."""
-    cases = [make_case(f"edge-{name}", ops, page, pool) for name, page, pool, ops in EDGE_CASES]
-    seen = {json.dumps(c["input"], sort_keys=True) for c in cases}
-    n = 0
-    for raw in _random_inputs(int(seed), RANDOM_CASES):
-        if raw in seen:
-            continue
-        seen.add(raw)
-        n += 1
-        cases.append({"id": f"random-{n:03d}", "input": json.loads(raw)})
-    cases.sort(key=size_key)
-    cases.append(timed_case(seed))
-    return cases
+    edge = [make_case(f"edge-{name}", ops, page, pool) for name, page, pool, ops in EDGE_CASES]
+    return [*checkkit.with_draws(edge, _random_inputs(int(seed), RANDOM_CASES), size_key),
+            timed_case(seed)]
 
 
 # ---------------------------------------------------------------- describing
@@ -415,14 +395,18 @@ def _evict_hint(prev: list[list[Any]] | None, got_calls: list[list[int]],
     return ""
 
 
-class _Verdict:
-    """Per check name: one (case, passed, message) per case it applies to."""
+class _Verdict(checkkit.Verdicts):
+    """The kit's verdicts, with a real failure ranked before a case that crashed before the
+    check could be judged (its message starts with NOT_REACHED)."""
 
     def __init__(self) -> None:
-        self.results: dict[str, list[tuple[Case, bool, str]]] = {}
+        super().__init__(size_key)
 
-    def add(self, name: str, case: Case, passed: bool, message: str = "") -> None:
-        self.results.setdefault(name, []).append((case, passed, message))
+    def add(self, name: str, case: Case, passed: bool, message: str = "", *,
+            rank: Any = None, details: dict[str, Any] | None = None) -> None:
+        if rank is None and not passed:
+            rank = (message.startswith(NOT_REACHED), size_key(case))
+        super().add(name, case, passed, message, rank=rank, details=details)
 
 
 def slot_ledger(inp: dict[str, Any], steps: list[dict[str, Any]]
@@ -832,27 +816,11 @@ def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str,
                                          f"{describe(case)}")
     # The long script's sizes count only when every other trace check passed: a wrong tree,
     # lock count, eviction or slot moves the sizes too, and is charged to its own check.
-    if not any(not ok for name in NAMES[:8] if name != SIZES
-               for _, ok, _ in v.results.get(name, [])):
+    if all(row.passed for name in NAMES[:8] if name != SIZES
+           for row in v.rows.get(name, [])):
         for case, ok, message in timed_sizes:
             v.add(SIZES, case, ok, message)
-    checks: list[Check] = []
-    for name, weight, ok_message in CHECKS:
-        results = v.results.get(name)
-        if not results:
-            continue  # e.g. Run has no timing case
-        failures = [r for r in results if not r[1]]
-        if not failures:
-            msg = ok_message
-            if name == SPEED:
-                msg = results[0][2] or ok_message
-            checks.append(Check(name, True, msg, weight, {"cases": len(results)}))
-            continue
-        # A real failure beats a case that crashed before this check could be judged.
-        case, _, message = min(failures, key=lambda r: (r[2].startswith(NOT_REACHED),
-                                                         size_key(r[0])))
-        prefix = f"{len(failures)} of {len(results)} cases fail. Smallest: "
-        checks.append(Check(name, False, prefix + message, weight,
-                            {"case": case["id"], "failing": len(failures),
-                             "cases": len(results)}))
-    return checks
+    # A passing speed check says how fast it ran (its row's message), not only that it passed.
+    timing = v.rows[SPEED][0].message if SPEED in v.rows else ""
+    return [replace(c, message=timing) if c.name == SPEED and c.passed and timing else c
+            for c in v.checks(CHECKS)]
