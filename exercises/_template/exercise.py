@@ -20,15 +20,19 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     return {
         "bytes_per_token": Quantity(weight_bytes / 1e9, "GB"),
         "why": "Each step reads every weight once and does about 2 FLOPs per weight.",
+        "blocks": "code/reference.py",  # a code part's answer is its reference file
         "weight_bytes": weight_bytes,
     }
 
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     gb = solve(p)["bytes_per_token"].value
-    return [
-        Mistake("bytes_per_token", gb / p["bytes_per_param"], "You counted parameters, not bytes.",
-                "params_not_bytes"),
+    found = [
         Mistake("bytes_per_token", gb * 1e9 / 2**30, "That is GiB; the part asks for GB (10^9 B).",
                 "gib"),
     ]
+    # A mistake must differ from the answer: at 1 byte per parameter the count is the bytes.
+    if p["bytes_per_param"] != 1:
+        found.append(Mistake("bytes_per_token", gb / p["bytes_per_param"],
+                             "You counted parameters, not bytes.", "params_not_bytes"))
+    return found
