@@ -154,7 +154,7 @@ def _cases_and_expected(code_dir: Path, reference: str, params: dict[str, Any], 
                         mode: str, sandbox_modules: tuple[str, ...] = ()
                         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The cases for this mode and the reference's results on them (cached per variant and
-    seed). Submit's hidden cases are drawn with the submission's own seed (practice.actions.
+    seed). Submit's hidden cases are drawn with the submission's own seed (practice.variants.
     hidden_seed), so the seed is part of the key; Run's public cases depend on the variant only,
     so every Run of a variant shares one entry whatever seed it was given."""
     checks = load_module(code_dir / "checks.py")

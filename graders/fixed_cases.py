@@ -1,6 +1,6 @@
 """Submit's hidden cases that every submission gets, and failures they alone show.
 
-Submit draws its hidden cases per submission (practice.actions.hidden_seed), so a failing case
+Submit draws its hidden cases per submission (practice.variants.hidden_seed), so a failing case
 shown with its expected output is worth nothing in the next submission: it is not drawn again.
 Some are drawn every time, whatever the seed: the hand-written edge cases and the smallest
 draws, which Hypothesis tries first (10-30 % of each exercise's hidden set). A solution wrong on
