@@ -248,7 +248,7 @@ class LaunchLog:
     count: int = 0
     problems: list[str] = field(default_factory=list)
     # True while a kernel runs: torch operations then belong to Triton (the interpreter moves
-    # tensors with torch), not to the student's wrapper (see kchild.host_spy). Recording reads
+    # tensors with torch), not to the student's wrapper (see kernel_child.host_spy). Recording reads
     # data_ptr() for the alignment, so it counts as part of the launch too.
     in_launch: bool = False
     # Set by finish(): launches after the compile step (the GPU timing's, reference kernel

@@ -1,6 +1,6 @@
 """The trusted parent of a kernel grading run, inside the sandbox.
 
-    worker --stdin: key, config--> run.py (this) --fd: one command--> kchild.py --> submission.py
+    worker --stdin: key, config--> run.py (this) --fd: one command--> kernel_child.py --> submission.py
            <--stdout: one sealed result line--  <--fd: one reply----
            <--stderr: the student's prints, ours--
 
@@ -76,7 +76,7 @@ class ChildTimeout(Exception):
 
 
 class Child:
-    """One kchild.py process and its two pipes."""
+    """One kernel_child.py process and its two pipes."""
 
     def __init__(self, mode: str) -> None:
         cmd_r, self.cmd_w = os.pipe()
@@ -86,7 +86,7 @@ class Child:
         if mode == "preview":
             env["TRITON_INTERPRET"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", os.path.join(HERE, "kchild.py"), str(cmd_r),
+            [sys.executable, "-I", "-B", os.path.join(HERE, "kernel_child.py"), str(cmd_r),
              str(reply_w), mode],
             stdin=subprocess.DEVNULL, stdout=2, stderr=2, pass_fds=(cmd_r, reply_w), env=env,
             cwd=HERE, start_new_session=True)  # one kill ends the compiler process too
@@ -246,7 +246,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         time_left -= budget.used()
         kind = reply.get("kind")
         if kind == "harness_error":
-            raise RuntimeError(f"kchild failed: {reply.get('report')}")
+            raise RuntimeError(f"kernel_child failed: {reply.get('report')}")
         if kind == "error":
             entry.update(status="error", report=reply.get("report"))
             continue

@@ -1,6 +1,6 @@
 """Timing on a GPU worker: the task's "bench" cases, the reference kernel against the student's.
 
-`time_case` runs in the child (kchild.py, "time" command): the reference kernel
+`time_case` runs in the child (kernel_child.py, "time" command): the reference kernel
 (reference_kernel.py, the exercise's kernel/reference.py) and the submission alternate under
 timing.interleaved with CUDA events, a device-wide synchronize before each end event and an L2
 flush before every call. Each side has its own copy of the tensors, and the submission's outputs

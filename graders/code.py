@@ -7,7 +7,7 @@ never enter the sandbox; checks.py, reference.py and the mutants are never copie
 
 Inside the sandbox (runners/relay.py has the whole picture):
 
-    this worker --stdin: key, limits, case inputs--> relay.py --fd 3: one case--> child.py
+    this worker --stdin: key, limits, case inputs--> relay.py --fd 3: one case--> case_loop.py
                 <--stdout: sealed records---------            <--fd 4: one reply--  driver.py
                 <--stderr: the student's prints---            <--fd 1+2: prints--  submission.py
 
@@ -324,7 +324,7 @@ def _own_frames(frames: Any, dropped: Any = 0) -> list[str]:
     """The frames of the student's own file in Python's layout, repeats collapsed, innermost
     kept: the relay's, the child loop's and the driver's frames say nothing to the student.
     `dropped`: outer frames the child already left out (a deep recursion)."""
-    # child.py names the student's file plain "submission.py"; ours keep their full paths.
+    # case_loop.py names the student's file plain "submission.py"; ours keep their full paths.
     own = [f for f in frames if isinstance(f, list) and len(f) == 4
            and f[0] == STUDENT_FILE] if isinstance(frames, list) else []
     lines: list[str] = []
@@ -553,7 +553,7 @@ def sandbox_spec(part: PartSpec, source: bytes, driver_source: bytes,
         argv=[runtime_python(), "-I", "-B", "-S", "relay.py"],
         files={"relay.py": (here / "relay.py").read_bytes(),
                "cpuclock.py": (here / "cpuclock.py").read_bytes(),
-               "child.py": (here / "child.py").read_bytes(),
+               "case_loop.py": (here / "case_loop.py").read_bytes(),
                "driver.py": driver_source, STUDENT_FILE: source,
                **{f"{name}.py": shared_module_path(name).read_bytes()
                   for name in part.sandbox_modules}},

@@ -1,9 +1,9 @@
 """Grades a `kernel` part: a Triton kernel and its host wrapper (DESIGN.md §5).
 
-    1. static checks here (gpu_sandbox/static.py, ast only): a @triton.jit kernel that the wrapper
+    1. static checks here (graders/kernel_static.py, ast only): a @triton.jit kernel that the wrapper
        launches, no torch compute in the wrapper, no streams, threads, exec, ctypes, caches;
     2. one sandbox run of gpu_sandbox/run.py, the trusted parent, which makes each case's inputs
-       from the exercise's kernel/task.py and a seed chosen here, has kchild.py run the student's
+       from the exercise's kernel/task.py and a seed chosen here, has kernel_child.py run the student's
        wrapper on them, and compares the outputs with a float64 reference it computes only after
        the child answered; then every kernel the cases launched is compiled for sm_90;
     3. on a GPU worker (ROOFLINE_KERNEL_DEVICE=gpu) the same run is the authoritative grade, on
@@ -39,7 +39,7 @@ from graders.code import KiB, MiB, _source_bytes, output_tail, student_traceback
 SEAL_BYTES = 16
 STUDENT_FILE = "submission.py"
 # What the parent needs beside it in the sandbox (flat: it imports them by plain name).
-HARNESS_FILES = ("run.py", "kchild.py", "aot.py", "compare.py")
+HARNESS_FILES = ("run.py", "kernel_child.py", "aot.py", "compare.py")
 GPU_HARNESS_FILES = ("timing.py", "timed_case.py")
 # Above the part's own limit (the cases): two interpreters importing torch and Triton, and the
 # sm_90 compile of each launched kernel (run.py bounds each phase to 20 CPU seconds). The
@@ -212,7 +212,7 @@ def _compile_check(report: dict[str, Any] | None) -> Check:
 def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     """Static checks, then the sandboxed run; a score from the checks that passed."""
     source = _source_bytes(answer_text)
-    from gpu_sandbox.static import check as static_check
+    from graders.kernel_static import check as static_check
 
     kernel_dir = Path(ctx.exercise_path) / "kernel"
     entry = task_entry(kernel_dir / "task.py")

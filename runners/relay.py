@@ -1,7 +1,7 @@
 """The sandbox's trusted entry point: the only process whose records the worker believes.
 
 The exercise driver and the student's module share one interpreter, so whatever the driver can
-write the student can write too. This relay therefore runs them (`child.py`, which imports
+write the student can write too. This relay therefore runs them (`case_loop.py`, which imports
 `driver.py` and `submission.py`) in a child interpreter of its own, hands it one case at a time,
 accepts exactly one reply per case (bound to that case by a fresh nonce, of a known kind, of
 bounded size) and writes its own record of every case to stdout, sealed with a key that arrived
@@ -10,7 +10,7 @@ on stdin before any student code existed.
     worker --stdin: config line (key, limits), then one case input per line--> relay
     worker <--stdout: sealed records, one per case, then an "end" record------ relay
     worker <--stderr: the student's prints, at most the output limit---------- relay
-                    relay --fd 3: [len][nonce][case input JSON]---------> child.py, driver.py,
+                    relay --fd 3: [len][nonce][case input JSON]---------> case_loop.py, driver.py,
                     relay <--fd 4: [len][nonce][kind][payload], one per case-- submission.py
                     relay <--fd 1 and 2: the student's prints (counted)-------
 
@@ -199,7 +199,7 @@ def _exec_child(argv: list[str], plan: list[tuple[int, int]]) -> None:
 
 
 class Child:
-    """One child interpreter running child.py, and the pipes to it."""
+    """One child interpreter running case_loop.py, and the pipes to it."""
 
     def __init__(self, here: str, max_reply: int, prints: Prints) -> None:
         self.max_reply = max_reply
@@ -212,7 +212,7 @@ class Child:
         null = os.open(os.devnull, os.O_RDONLY)
         # -u: -I ignores PYTHONUNBUFFERED, and a print still in the child's buffer when it is
         # killed (after its last reply, or at a limit) would never reach the student.
-        argv = [sys.executable, "-I", "-B", "-u", os.path.join(here, "child.py"),
+        argv = [sys.executable, "-I", "-B", "-u", os.path.join(here, "case_loop.py"),
                 self.nonce.decode("ascii"), str(max_reply)]
         pid = os.fork()
         if pid == 0:

@@ -1,4 +1,4 @@
-"""The kernel harness end to end, in the real sandbox: gpu_sandbox/run.py and kchild.py under
+"""The kernel harness end to end, in the real sandbox: gpu_sandbox/run.py and kernel_child.py under
 bwrap with the runtime venv's torch and Triton (interpreter), graded by graders/kernel.py.
 
 The fixture task is out = 2·x + y. Each broken submission below is the reference with one thing
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("sandbox")  # tests/gpu_sandbox/conftest.py
 
 @pytest.fixture(autouse=True)
 def no_static_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_sandbox import static
+    from graders import kernel_static as static
 
     monkeypatch.setattr(static, "check", lambda source, entry: [])
 

@@ -18,7 +18,7 @@ import pytest
 
 import graders
 from exercises import registry
-from gpu_sandbox.static import check as static_check
+from graders.kernel_static import check as static_check
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_EXERCISES = sorted(
@@ -189,7 +189,7 @@ def test_the_references_pass_the_static_checks(slug: str) -> None:
 
 @pytest.fixture
 def no_static_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpu_sandbox import static
+    from graders import kernel_static as static
 
     monkeypatch.setattr(static, "check", lambda source, entry: [])
 
@@ -444,7 +444,7 @@ def test_the_kernel_method_list_is_the_installed_tritons() -> None:
     import json
     import subprocess
 
-    from gpu_sandbox.static import KERNEL_METHODS
+    from graders.kernel_static import KERNEL_METHODS
 
     out = subprocess.run([runtime_python(), "-c", KERNEL_API], capture_output=True, text=True,
                          timeout=120, check=True)

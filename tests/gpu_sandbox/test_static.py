@@ -1,4 +1,4 @@
-"""gpu_sandbox.static: the AST checks a kernel submission passes before anything runs.
+"""graders.kernel_static: the AST checks a kernel submission passes before anything runs.
 
 Each rule gets one honest file that passes and a sample that breaks exactly that rule. Hostile
 sources (deep nesting, huge files, NUL bytes, lone surrogates) must come back as Problems quickly,
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from exercises import mutants
-from gpu_sandbox.static import MAX_PROBLEMS, Problem, check
+from graders.kernel_static import MAX_PROBLEMS, Problem, check
 
 ROOT = Path(__file__).resolve().parents[2]
 

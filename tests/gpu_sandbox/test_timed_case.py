@@ -1,7 +1,7 @@
 """The GPU timing path without a GPU: time_all (parent side) driven with a scripted child, run
 in the sandbox runtime's Python (it has torch; this venv does not), and the grader's summary.
 
-No student code runs here: the "child" is a function in the script that answers like kchild.py
+No student code runs here: the "child" is a function in the script that answers like kernel_child.py
 would, so these tests pin what the parent does with the answers (medians recomputed from the
 raw samples, the roofline floor, held vs scored, the re-check of timed outputs).
 """

@@ -29,7 +29,7 @@ PART = PartSpec(id="streamer", type="code", prompt="", time_limit_s=10,
                 sandbox_modules=("driver_errors",))
 PUSH = "    def push(self, token_bytes: bytes) -> str:\n"
 # Frames of our own files must never reach a student.
-INTERNALS = ("relay.py", "child.py", "driver.py", "/sandbox/", "importlib")
+INTERNALS = ("relay.py", "case_loop.py", "driver.py", "/sandbox/", "importlib")
 
 
 def _on_ci() -> bool:
@@ -290,7 +290,7 @@ def test_small_limits_reach_the_sandbox_spec() -> None:
     assert spec.wall_timeout_s == WALL_FACTOR * (1 + code_grader.BACKSTOP_GRACE_S)
     assert spec.output_limit_bytes == (64 << 10) + code_grader.RESULTS_BUDGET_BYTES \
         + code_grader.CHANNEL_SLACK_BYTES
-    assert sorted(spec.files) == ["child.py", "cpuclock.py", "driver.py", "driver_errors.py",
+    assert sorted(spec.files) == ["case_loop.py", "cpuclock.py", "driver.py", "driver_errors.py",
                                   "relay.py", "submission.py"]
     assert spec.stdin.split(b"\n", 1)[0].split()[1:4] == [b"1", b"65536", b"262144"]
 
@@ -351,7 +351,7 @@ def test_no_sandbox_means_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_what_escapes_run_case_is_an_error_for_that_case_only() -> None:
-    # The generic loop (runners/child.py) with a driver of its own: an exception out of
+    # The generic loop (runners/case_loop.py) with a driver of its own: an exception out of
     # run_case, an output that is not JSON, and one over the driver's MAX_OUTPUT_BYTES.
     from runners import get_backend
 

@@ -242,7 +242,7 @@ def test_closing_the_result_channel_is_an_error(sandbox: None) -> None:
     # Whether the relay sees the closed pipe or the child's exit first, it is a plain runtime
     # error, and the child loop's own traceback is not in the student's output.
     assert r.feedback.startswith("Runtime error during case example-")
-    assert "child.py" not in check.message and "Bad file descriptor" not in check.message
+    assert "case_loop.py" not in check.message and "Bad file descriptor" not in check.message
 
 
 def test_killing_the_relay_is_an_error_not_a_pass(sandbox: None) -> None:
@@ -342,7 +342,7 @@ with open("/tmp/left-over", "w") as fh:
     fh.write("from an earlier run")
 """)
     # Ours (the relay, the case loop, the driver and its shared module) and the submission.
-    assert found["sandbox"] == ["child.py", "cpuclock.py", "driver.py", "driver_errors.py",
+    assert found["sandbox"] == ["case_loop.py", "cpuclock.py", "driver.py", "driver_errors.py",
                                 "relay.py", "submission.py"]
     assert found["cwd"] == "/sandbox"
     for name in targets:

@@ -1,6 +1,6 @@
 """Plays one trace against a scheduler module: `run_case(module, case_input)`.
 
-Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`) and in
+Runs inside the sandbox against the student's `submission.py` (under `runners/case_loop.py`) and in
 the worker against the reference. Standard library only, plus the shared
 driver_errors module (listed in the part's sandbox_modules).
 
@@ -145,7 +145,7 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
             calls.clear()
             steps.append(rec)
     except MemoryError:
-        raise  # a limit, not an answer: child.py reports it as one
+        raise  # a limit, not an answer: case_loop.py reports it as one
     except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
         result["error"] = _describe(exc, module)
         result["error_step"] = step

@@ -1,6 +1,6 @@
 """Plays one test case against a ledger module: `run_case(module, case_input)`.
 
-Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`) and in
+Runs inside the sandbox against the student's `submission.py` (under `runners/case_loop.py`) and in
 the worker against the reference. Standard library only, plus the shared
 driver_errors module (listed in the part's sandbox_modules).
 
@@ -54,7 +54,7 @@ def _call(fn: Any, args: list[Any], module: Any, what: str, none_ok: bool = Fals
             return None
         return _int(value, what)
     except MemoryError:
-        raise  # a limit, not an answer: child.py reports it as one
+        raise  # a limit, not an answer: case_loop.py reports it as one
     except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
         return {"error": _describe(exc, module)}
 

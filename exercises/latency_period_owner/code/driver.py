@@ -1,6 +1,6 @@
 """Plays one test case against a latency-analysis module: `run_case(module, case_input)`.
 
-Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
+Runs inside the sandbox against the student's `submission.py` (under `runners/case_loop.py`, which
 reads the cases and sends the replies) and in the worker against the reference. Standard library only, plus the shared
 driver_errors module (listed in the part's sandbox_modules).
 
@@ -72,7 +72,7 @@ def _call(out: dict[str, Any], name: str, module: Any, convert: Any, *args: Any)
         fn = getattr(module, name)
         value = convert(fn(*args), f"{name}()")
     except MemoryError:
-        raise  # a limit, not an answer: child.py reports it as one
+        raise  # a limit, not an answer: case_loop.py reports it as one
     except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
         out[name] = {"error": _describe(exc, module)}
         return None

@@ -1,6 +1,6 @@
 """Plays one operation script against a RadixCache module: `run_case(module, case_input)`.
 
-Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`) and in
+Runs inside the sandbox against the student's `submission.py` (under `runners/case_loop.py`) and in
 the worker against the reference. Standard library only, plus the shared
 driver_errors module (listed in the part's sandbox_modules).
 

@@ -1,6 +1,6 @@
 """Plays one test case against a StopStreamer module: `run_case(module, case_input)`.
 
-Runs inside the sandbox against the student's `submission.py` (under `runners/child.py`, which
+Runs inside the sandbox against the student's `submission.py` (under `runners/case_loop.py`, which
 reads the cases and sends the replies) and in the worker against the reference. Standard library only, plus the shared
 driver_errors module (listed in the part's sandbox_modules).
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # A correct output is about as long as the case's text (a few hundred characters); this bound
-# only stops a runaway submission from flooding the result channel (child.py enforces it).
+# only stops a runaway submission from flooding the result channel (case_loop.py enforces it).
 MAX_OUTPUT_BYTES = 32_000
 
 
@@ -59,7 +59,7 @@ def run_case(module: Any, case_input: dict[str, Any]) -> dict[str, Any]:
             "stop_reason": _reason(getattr(streamer, "stop_reason", None)),
         }
     except MemoryError:
-        raise  # a limit, not an answer: child.py reports it as one
+        raise  # a limit, not an answer: case_loop.py reports it as one
     except (Exception, SystemExit) as exc:  # a student's sys.exit() must not end the run
         out["stream_error"] = _describe(exc, module)
     try:

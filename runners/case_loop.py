@@ -1,6 +1,6 @@
 """The sandbox's untrusted side: plays the relay's cases through the exercise's driver.
 
-Started by relay.py as `python -I -B -u child.py NONCE MAX_REPLY_BYTES`, with fd 3 carrying cases
+Started by relay.py as `python -I -B -u case_loop.py NONCE MAX_REPLY_BYTES`, with fd 3 carrying cases
 in and fd 4 replies out, each framed as a 4-byte big-endian length and then the bytes; fds 1 and
 2 are a pipe the relay counts and forwards. It imports `driver.py` and the student's
 `submission.py`, then answers every case with exactly one reply:

@@ -2,7 +2,7 @@
 
 Started by run.py (the trusted parent) inside the sandbox as
 
-    python -I -B kchild.py CMD_FD REPLY_FD MODE
+    python -I -B kernel_child.py CMD_FD REPLY_FD MODE
 
 It imports submission.py (in Triton's interpreter when MODE is "preview"), then answers one
 command per line on CMD_FD with one JSON reply per line on REPLY_FD, each carrying the command's
