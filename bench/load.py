@@ -60,6 +60,9 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as `python bench/load.py`: the project's modules
+from tests.processes import GroupProcess, celery_worker  # noqa: E402
+
 SETTINGS_MODULE = "roofline_load_settings"
 # Production settings, but cookies without the Secure flag: over plain HTTP on loopback a
 # Secure cookie never comes back from the client, and every request would be anonymous.
@@ -81,56 +84,40 @@ REFUSAL = re.compile(r'class="error" role="alert">(.*?)</p>', re.S)
 # --- processes -----------------------------------------------------------------------------
 
 class Processes:
-    """Server processes, each the leader of its own process group, so stopping one stops its
-    children too (gunicorn's workers, Celery's pool and the sandboxes under it)."""
+    """The servers of one run (gunicorn, Celery workers), each the leader of its own process
+    group (tests/processes.py), so stopping one stops its children too."""
 
     def __init__(self, logs: Path) -> None:
         self.logs = logs
-        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.procs: list[GroupProcess] = []
 
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Path:
-        log = self.logs / f"{name}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append((name, proc, log))
-        return log
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> GroupProcess:
+        proc = GroupProcess(argv, env, self.logs / f"{name}.log")
+        self.procs.append(proc)
+        return proc
 
     def dead(self) -> list[str]:
-        return [f"{name} (exit {p.returncode})" for name, p, _ in self.procs
-                if p.poll() is not None]
+        return [f"{p.name} (exit {p.proc.returncode})" for p in self.procs if not p.alive()]
 
     def tails(self, lines: int = 15) -> str:
-        out = []
-        for name, _, log in self.procs:
-            text = log.read_text(errors="replace").splitlines()[-lines:]
-            out.append(f"--- {name} ({log}) ---\n" + "\n".join(text))
-        return "\n".join(out)
+        return "\n".join(f"--- {p.name} ({p.log}) ---\n" + "\n".join(p.text().splitlines()[-lines:])
+                         for p in self.procs)
 
     def stop_all(self, grace_s: float = 15) -> None:
-        for _, p, _ in self.procs:
-            if p.poll() is None:
+        for p in self.procs:
+            if p.alive():
                 # The leader only: gunicorn and Celery stop their own children in order.
-                p.send_signal(signal.SIGTERM)
+                p.proc.send_signal(signal.SIGTERM)
         # A Celery worker's warm shutdown waits for the task in hand; past the grace, kill.
         deadline = time.monotonic() + grace_s
-        for _, p, _ in self.procs:
+        for p in self.procs:
             try:
-                p.wait(max(0.1, deadline - time.monotonic()))
+                p.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        for _, p, _ in self.procs:
+        for p in self.procs:
             # The leader may be gone while its group lives on (an orphaned sandbox child).
-            self._signal(p, signal.SIGKILL)
-            if p.poll() is None:
-                p.wait()
-
-    @staticmethod
-    def _signal(p: subprocess.Popen[bytes], sig: int) -> None:
-        try:
-            os.killpg(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+            p.kill()
 
 
 def free_port() -> int:
@@ -139,15 +126,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_log(log: Path, needle: str, procs: Processes, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if needle in log.read_text(errors="replace"):
-            return
-        if procs.dead():
-            raise RuntimeError(f"died while starting: {', '.join(procs.dead())}")
-        time.sleep(0.2)
-    raise RuntimeError(f"{log.name}: no {needle!r} within {timeout_s:.0f} s")
+def wait_for_log(proc: GroupProcess, needle: str, procs: Processes, timeout_s: float) -> None:
+    try:
+        proc.wait_for(needle, timeout_s, poll_s=0.2)
+    except RuntimeError as exc:
+        dead = procs.dead()
+        raise RuntimeError(f"died while starting: {', '.join(dead)}" if dead else str(exc)) \
+            from None
 
 
 def wait_for_http(base: str, procs: Processes, timeout_s: float) -> None:
@@ -528,16 +513,14 @@ def start_servers(args: argparse.Namespace, env: dict[str, str], procs: Processe
         sys.executable, "-m", "gunicorn", "practice.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", str(args.web_workers),
         "--worker-class", "sync", "--timeout", "90", "--graceful-timeout", "5"], env)
-    logs = []
+    workers = []
     for i in range(args.celery_workers):
         beat = ["-B", "-s", str(tmp / "celerybeat-schedule")] if i == 0 else []
-        logs.append(procs.start(f"celery{i}", [
-            sys.executable, "-m", "celery", "-A", "practice", "worker", "-Q", "grade,gpu",
-            "-c", "1", "--without-gossip", "--without-mingle", "--loglevel", "INFO",
-            "-n", f"load{i}-{os.getpid()}@%h", *beat], env))
+        workers.append(procs.start(f"celery{i}", celery_worker(f"load{i}-{os.getpid()}", *beat),
+                                   env))
     wait_for_http(f"http://127.0.0.1:{port}", procs, 90)
-    for log in logs:
-        wait_for_log(log, "ready.", procs, 120)
+    for worker in workers:
+        wait_for_log(worker, "ready.", procs, 120)
 
 
 def main() -> int:

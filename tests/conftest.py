@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.processes import GroupProcess, celery_worker
 
 # Sync Playwright runs an event loop in the test thread; Django's ORM must still be usable there.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -54,36 +53,9 @@ def database_url_for_workers() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-class Worker:
-    """A real `celery worker` process (prefork, one child) on the given broker."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "practice", "worker", "-Q", "grade,gpu",
-             "-c", "1", "--pool", "prefork", "--without-gossip", "--without-mingle",
-             "--loglevel", "INFO", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
-            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-            start_new_session=True)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited: {self.log.read_text()[-3000:]}")
-            if "ready." in self.log.read_text(errors="replace"):
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"worker not ready in {timeout} s: {self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+def start_celery_worker(env: dict[str, str], log: Path) -> GroupProcess:
+    """A real `celery worker` process (prefork, one child) on the broker `env` names."""
+    return GroupProcess(celery_worker(f"test-{os.getpid()}-{time.monotonic_ns()}"), env, log)
 
 
 def worker_env(broker: str, var_dir: Path) -> dict[str, str]:
@@ -159,12 +131,12 @@ def celery_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tu
 @pytest.fixture
 def start_worker(celery_broker: tuple[str, Path]) -> Iterator[Any]:
     broker, var_dir = celery_broker
-    workers: list[Worker] = []
+    workers: list[GroupProcess] = []
 
-    def start() -> Worker:
-        w = Worker(worker_env(broker, var_dir), var_dir / f"worker{len(workers)}.log")
+    def start() -> GroupProcess:
+        w = start_celery_worker(worker_env(broker, var_dir), var_dir / f"worker{len(workers)}.log")
         workers.append(w)
-        w.wait_ready()
+        w.wait_for("ready.", timeout=60, poll_s=0.2)
         return w
 
     yield start

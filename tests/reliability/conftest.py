@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import reset_producers, worker_env
+from tests.processes import GroupProcess, celery, celery_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,53 +132,16 @@ class RedisServer:
         return (self.folder / f"redis{self.starts}.log").read_text(errors="replace")[-2000:]
 
 
-class CeleryProcess:
+class CeleryProcess(GroupProcess):
     """A `celery worker` (prefork, one child) or `celery beat`, in a process group of its own so
-    a test can kill the whole tree at once."""
+    a test can kill the whole tree at once, ready once its log shows `ready`."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path, ready: str) -> None:
-        self.log = log
+        super().__init__(argv, env, log)
         self.ready_marker = ready
-        self.terminated = False
-        self.proc = subprocess.Popen([sys.executable, "-m", "celery", *argv], cwd=ROOT, env=env,
-                                     stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
     def wait_ready(self, timeout: float = WORKER_START_BUDGET_S) -> float:
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.log.name} exited: {self.text()[-3000:]}")
-            if self.ready_marker in self.text():
-                return time.monotonic() - start
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.log.name} not ready in {timeout} s: {self.text()[-3000:]}")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        """kill -9 the whole group: the main process, its pool child (and so its sandbox)."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def terminate(self) -> None:
-        """Ask for a warm shutdown, once (the caller waits with stop())."""
-        if self.proc.poll() is None and not self.terminated:
-            self.terminated = True
-            os.killpg(self.proc.pid, signal.SIGTERM)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        return self.wait_for(self.ready_marker, timeout)
 
     def kill_mid_grading(self, timeout: float) -> None:
         """kill -9 the group at a moment its pool child is inside a sandbox run, so it holds a
@@ -233,11 +196,9 @@ class Site:
 
     def start_worker(self, wait: bool = True) -> CeleryProcess:
         n = sum(1 for p in self.processes if p.ready_marker == "ready.")
-        w = CeleryProcess(
-            ["-A", self.app, "worker", "-Q", "grade,gpu", "-c", "1", "--pool", "prefork",
-             "--without-gossip", "--without-mingle", "--loglevel", "INFO",
-             "-n", f"rel{n}-{os.getpid()}-{time.monotonic_ns()}@%h"],
-            self.env(), self.var_dir / f"worker{n}.log", "ready.")
+        w = CeleryProcess(celery_worker(f"rel{n}-{os.getpid()}-{time.monotonic_ns()}",
+                                        app=self.app),
+                          self.env(), self.var_dir / f"worker{n}.log", "ready.")
         self.processes.append(w)
         if wait:
             w.wait_ready()
@@ -245,8 +206,8 @@ class Site:
 
     def start_beat(self) -> CeleryProcess:
         b = CeleryProcess(
-            ["-A", self.app, "beat", "--loglevel", "INFO",
-             "-s", str(self.var_dir / "celerybeat-schedule")],
+            celery("-A", self.app, "beat", "--loglevel", "INFO",
+                   "-s", str(self.var_dir / "celerybeat-schedule")),
             self.env(), self.var_dir / "beat.log", "beat: Starting")
         self.processes.append(b)
         b.wait_ready()
