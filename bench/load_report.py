@@ -1,0 +1,105 @@
+"""bench/load.py's report after the load: the queue drained, latency percentiles per page
+kind, submissions graded per second, lost rows and scores checked against the selftest."""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+
+from load_students import QUEUED_KINDS, Stats
+
+# --- after the load --------------------------------------------------------------------------
+
+def drain(prefix: str, drain_s: float) -> tuple[int, float]:
+    """Wait for this run's queued and running rows to be graded. Returns how many are left
+    (lost) and how long the wait took."""
+    from django.db import connections
+
+    from practice.models import Submission
+
+    pending = Submission.objects.filter(user__username__startswith=prefix,
+                                        status__in=[Submission.Status.QUEUED,
+                                                    Submission.Status.RUNNING])
+    t0 = time.monotonic()
+    left = pending.count()
+    while left and time.monotonic() - t0 < drain_s:
+        time.sleep(1)
+        left = pending.count()
+    connections.close_all()
+    return left, time.monotonic() - t0
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))]
+
+
+def latency_table(stats: Stats, order: list[str]) -> list[str]:
+    kinds = [k for k in order if k in stats.latency or k in stats.failures]
+    kinds += sorted(set(stats.latency) - set(kinds))
+    rows = [f"  {'page (ms)':<26}{'n':>6}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}{'failed':>8}"]
+    for k in kinds:
+        v = [x * 1000 for x in stats.latency.get(k, [])]
+        failed = sum(stats.failures.get(k, Counter()).values())
+        if v:
+            rows.append(f"  {k:<26}{len(v):>6}{pct(v, 50):>8.0f}{pct(v, 90):>8.0f}"
+                        f"{pct(v, 99):>8.0f}{max(v):>8.0f}{failed:>8}")
+        else:
+            rows.append(f"  {k:<26}{0:>6}{'':>32}{failed:>8}")
+    return rows
+
+
+def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[str], int]:
+    """Figures from the rows themselves: graded per second, phases, errors, score checks."""
+    from django.db import connections
+
+    from practice.models import Submission
+
+    rows = list(Submission.objects.filter(user__username__startswith=prefix)
+                .values("pk", "part_type", "status", "score", "queued_at", "started_at",
+                        "finished_at", "deliveries"))
+    connections.close_all()
+    out: list[str] = []
+    by_type = Counter(r["part_type"] for r in rows)
+    out.append("submissions: " + ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
+               + f" ({len(rows)} rows; {sum(stats.refused.values())} refused by the site)")
+    for msg, n in stats.refused.most_common(3):
+        out.append(f"  refused {n}×: {msg}")
+    queued = [r for r in rows if r["part_type"] in QUEUED_KINDS]
+    graded = [r for r in queued if r["status"] == Submission.Status.GRADED]
+    errors = [r for r in queued if r["status"] == Submission.Status.ERROR]
+    if graded:
+        first = min(r["queued_at"] for r in queued)
+        last = max(r["finished_at"] for r in graded)
+        span = (last - first).total_seconds()
+        in_load = sum(1 for r in graded if (r["finished_at"] - first).total_seconds() <= load_s)
+        waits = [(r["started_at"] - r["queued_at"]).total_seconds() for r in graded]
+        runs = [(r["finished_at"] - r["started_at"]).total_seconds() for r in graded]
+        out.append(f"worker-graded: {len(graded)} in {span:.0f} s from the first submit to the "
+                   f"last verdict = {len(graded) / max(span, 1e-9):.2f}/s "
+                   f"({in_load / load_s:.2f}/s during the load)")
+        out.append(f"  queue wait p50 {pct(waits, 50):.2f} s, p90 {pct(waits, 90):.2f} s; "
+                   f"grading p50 {pct(runs, 50):.2f} s, p90 {pct(runs, 90):.2f} s; "
+                   f"redelivered {sum(1 for r in graded if r['deliveries'] > 1)}")
+    if stats.verdict_seen_s:
+        v = stats.verdict_seen_s
+        out.append(f"  submit → verdict seen by the student: p50 {pct(v, 50):.2f} s, "
+                   f"p90 {pct(v, 90):.2f} s, p99 {pct(v, 99):.2f} s "
+                   f"({len(v)} seen, {stats.polls_cut} polls cut by the end of the run)")
+    inline = [r for r in rows if r["part_type"] not in QUEUED_KINDS]
+    out.append(f"inline-graded: {len(inline)} in {load_s:.0f} s = {len(inline) / load_s:.2f}/s")
+    scores = {r["pk"]: r["score"] for r in rows}
+    checked = mismatched = 0
+    for pk, case in stats.submitted.items():
+        score = scores.get(pk)
+        if score is None:
+            continue
+        checked += 1
+        mismatched += abs(score - case.score) > max(case.tolerance, 1e-6)
+    out.append(f"scores as the selftest expects: {checked - mismatched} of {checked}"
+               + (f" ({mismatched} differ)" if mismatched else ""))
+    out.append(f"grading errors (status error): {len(errors)}")
+    return out, len(errors)
+
+
