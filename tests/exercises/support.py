@@ -160,6 +160,42 @@ def assert_speed_case_is_seeded_and_distinct(checks: ModuleType, driver: ModuleT
     assert sum(hit_blocks(r) for r in lookups) > 0.8 * sum(k for _, k in probes)
 
 
+def assert_speed_check_gives_partial_credit(checks: ModuleType, all_cases: list[dict[str, Any]],
+                                            expected: list[dict[str, Any]],
+                                            params: Mapping[str, Any]) -> list[Any]:
+    """The prefix-cache exercises' speed check (exercises/prefix_speed.py): 15x the reference's
+    time (or 0.2 s) still passes, so noise never costs a mark; 50x (or 1 s) fails that check
+    alone. Returns the checks' results on the slow run, for the caller's score."""
+    import json
+
+    got = json.loads(json.dumps(expected))
+    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+    ref_s = expected[speed]["cpu_s"]
+    got[speed]["cpu_s"] = max(ref_s * 15, 0.2)  # slow but within bounds
+    assert all(c.passed for c in checks.check(all_cases, got, expected, params))
+    got[speed]["cpu_s"] = max(ref_s * 50, 1.0)
+    results = checks.check(all_cases, got, expected, params)
+    assert [c.name for c in results if not c.passed] == ["lookup speed"]
+    return results
+
+
+def assert_fast_but_wrong_speed_case_fails(checks: ModuleType, all_cases: list[dict[str, Any]],
+                                           expected: list[dict[str, Any]],
+                                           params: Mapping[str, Any]) -> None:
+    """A replaced driver that skips lookups and copies results is fast and wrong: only the time
+    of the right results counts, so the speed check says it did not judge the time."""
+    import json
+
+    got = json.loads(json.dumps(expected))
+    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+    got[speed]["output"]["speed"]["digest"] = "0" * 16
+    got[speed]["cpu_s"] = expected[speed]["cpu_s"] / 10
+    results = {c.name: c for c in checks.check(all_cases, got, expected, params)}
+    assert [n for n, c in results.items() if not c.passed] == ["large case matches",
+                                                                "lookup speed"]
+    assert "not judged" in results["lookup speed"].message
+
+
 class CodePart:
     """A code part's trusted machinery, run in-process as the grader runs the reference:
     checks.py, driver.py and reference.py loaded by path, and its mutants and equivalents built
@@ -199,17 +235,27 @@ class CodePart:
         return (list(self.checks.public_cases(self.params))
                 + list(self.checks.hidden_cases(self.params, seed)))
 
-    def run(self, module: ModuleType, cases: list[dict[str, Any]], timings: int = 1
-            ) -> list[dict[str, Any]]:
+    def run(self, module: ModuleType, cases: list[dict[str, Any]], timings: int = 1, *,
+            catch: bool = False) -> list[dict[str, Any]]:
         """`module`'s outputs through JSON, as the result channel carries them. A timed case is
         timed once, as a student's run is; the reference gets the grader's own timings (the
-        least of several), so a noisy moment cannot make a slow solution look fast."""
+        least of several), so a noisy moment cannot make a slow solution look fast. With
+        `catch`, a case that raises gives `{"error": ...}` as the child would report it (for
+        hand-written modules whose crash is the point), instead of failing the test."""
         import json
 
         from graders.code import run_and_time
 
-        return [json.loads(json.dumps(run_and_time(self.driver, module, c, timings=timings)))
-                for c in cases]
+        got = []
+        for c in cases:
+            try:
+                got.append(json.loads(json.dumps(run_and_time(self.driver, module, c,
+                                                              timings=timings))))
+            except Exception as exc:
+                if not catch:
+                    raise
+                got.append({"error": f"{type(exc).__name__}: {exc}"})
+        return got
 
     def expected(self, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from graders.code import REFERENCE_TIMINGS
@@ -223,18 +269,52 @@ class CodePart:
                               for c in self.results(self.module(name)) if not c.passed]
         return self._failures
 
+    def cases_and_expected(self, seed: int = 12345
+                           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The cases drawn with `seed` and the reference's results on them, worked out once per
+        seed (the reference's timed cases are the slow part of every code test)."""
+        if seed not in self._expected:
+            cases = self.cases(seed)
+            self._expected[seed] = (cases, self.expected(cases))
+        return self._expected[seed]
+
     def results(self, module: ModuleType, seed: int = 12345) -> list[Any]:
         """The checks' results for `module` (cached: the contract test and the per-exercise
         tests read the same mutants' results)."""
         key = (module.__name__, seed)
         if key not in self._results:
-            if seed not in self._expected:
-                cases = self.cases(seed)
-                self._expected[seed] = (cases, self.expected(cases))
-            cases, expected = self._expected[seed]
+            cases, expected = self.cases_and_expected(seed)
             self._results[key] = self.checks.check(cases, self.run(module, cases), expected,
                                                    self.params)
         return self._results[key]
+
+    def check(self, module: ModuleType, cases: list[dict[str, Any]],
+              expected: list[dict[str, Any]], *, catch: bool = False) -> list[Any]:
+        """The checks' results for `module` on `cases` against `expected` (uncached: for a
+        subset of the cases or a hand-written module)."""
+        return self.checks.check(cases, self.run(module, cases, catch=catch), expected,
+                                 self.params)
+
+    def reference_results(self, seed: int = 12345) -> list[Any]:
+        """The checks' results for the reference's own outputs: what an exact copy scores."""
+        cases, expected = self.cases_and_expected(seed)
+        return self.checks.check(cases, expected, expected, self.params)
+
+    def fixtures(self, seed: int = 12345) -> tuple[Any, Any]:
+        """Module-scoped pytest fixtures `all_cases` and `expected` (the cases drawn with `seed`
+        and the reference's results); assign them to those names in the test module. Each test
+        module gets its own copies: the cached lists are shared with the contract tests, which
+        a test that edits them in place must not disturb."""
+        import copy
+
+        def all_cases() -> list[dict[str, Any]]:
+            return copy.deepcopy(self.cases_and_expected(seed)[0])
+
+        def expected() -> list[dict[str, Any]]:
+            return copy.deepcopy(self.cases_and_expected(seed)[1])
+
+        return (pytest.fixture(scope="module", name="all_cases")(all_cases),
+                pytest.fixture(scope="module", name="expected")(expected))
 
 
 @functools.cache
@@ -246,3 +326,42 @@ def code_part(slug: str) -> CodePart:
 def check_score(results: Sequence[Any]) -> float:
     """The weighted share of checks passed, as the code grader scores."""
     return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
+
+
+def assert_hidden_cases_seeded(checks: ModuleType, params: Mapping[str, Any],
+                               cached: str = "_random_inputs") -> list[dict[str, Any]]:
+    """The hidden cases are a function of the seed: the same again after the draws' cache
+    (`checks.<cached>`) is cleared, others for another seed. Returns those of seed 7."""
+    a = checks.hidden_cases(params, 7)
+    getattr(checks, cached).cache_clear()
+    assert checks.hidden_cases(params, 7) == a
+    assert checks.hidden_cases(params, 8) != a
+    return a
+
+
+def assert_hidden_cases_same_in_another_process(code: CodePart, tmp_path: Path) -> None:
+    """Another process, with another hash seed, draws the same hidden cases. It also loads a
+    module full of literals >= 100, which Hypothesis would like to mix into its draws; the
+    cases must not change (the grader draws them in a worker, the student's run in a child).
+    Drawn for the canonical variant (the exercises whose cases ignore the variant draw the same
+    cases for `{}`)."""
+    import json
+    import os
+    import subprocess
+
+    (tmp_path / "many_literals.py").write_text(
+        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
+    source = (
+        "import importlib.util, json, sys\n"
+        "import many_literals\n"
+        f"spec = importlib.util.spec_from_file_location('c', {str(code.code / 'checks.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        f"print(json.dumps(m.hidden_cases(json.loads({json.dumps(code.params)!r}), 7)))\n"
+    )
+    root = EXERCISES.parent
+    env = dict(os.environ, PYTHONHASHSEED="4242",
+               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
+    out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
+                         text=True, check=True, cwd=root)
+    assert json.loads(out.stdout) == code.checks.hidden_cases(code.params, 7)

@@ -10,45 +10,24 @@ from typing import Any
 import pytest
 
 from exercises.block_pool_hash_chain import exercise as ex
-from graders.code import expose_shared_modules, run_and_time
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_fast_but_wrong_speed_case_fails,
+    assert_hidden_cases_seeded,
     assert_speed_case_is_seeded_and_distinct,
+    assert_speed_check_gives_partial_credit,
     check_score,
     code_part,
-    load_file,
 )
 
 EUT = ExerciseUnderTest.load(ex)
 spec = EUT.spec_fixture()
-CODE = EUT.folder / "code"
 SEED = 12345
 
 
-checks = load_file(CODE / "checks.py", "q40_test_checks")
-expose_shared_modules(("driver_errors", "prefix_speed"))  # the driver imports both by name
-driver = load_file(CODE / "driver.py", "q40_test_driver")
-reference = load_file(CODE / "reference.py", "q40_test_reference")
-
-
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [run_and_time(driver, reference, c) for c in all_cases]
-
-
-def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    got = []
-    for c in cases:
-        try:
-            got.append(run_and_time(driver, module, c, timings=1))
-        except Exception as exc:
-            got.append({"error": f"{type(exc).__name__}: {exc}"})
-    return got
+CODE_PART = code_part("block_pool_hash_chain")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical numbers ---------------------------------------------------------------------
@@ -105,13 +84,6 @@ def test_variants_are_sensible(seed: int) -> None:
 
 # --- the code part -----------------------------------------------------------------------------
 
-def test_reference_passes_every_check(all_cases: list[dict[str, Any]],
-                                      expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
-
-
 def test_id_only_parent_is_safe_while_every_free_is_tail_first(
         all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
     # The facts note's finding: recording the parent by id alone survives every script whose
@@ -120,9 +92,8 @@ def test_id_only_parent_is_safe_while_every_free_is_tail_first(
     keep = [i for i, c in enumerate(all_cases) if "ops" in c["input"] and not any(
         op[0] == "free" and not op[2] for op in c["input"]["ops"])]
     cases = [all_cases[i] for i in keep]
-    module = code_part("block_pool_hash_chain").module("parent_by_id_only")
-    results = checks.check(cases, _run(module, cases), [expected[i] for i in keep],
-                           ex.CANONICAL)
+    module = CODE_PART.module("parent_by_id_only")
+    results = CODE_PART.check(module, cases, [expected[i] for i in keep])
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
     assert len(cases) > 150
 
@@ -141,10 +112,7 @@ def test_reference_results_do_not_depend_on_the_hash() -> None:
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("same-block-different-parent", "freed-blocks-stay-hittable",
@@ -165,24 +133,15 @@ def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
 
 def test_regression_check_names_the_incarnation(all_cases: list[dict[str, Any]],
                                                 expected: list[dict[str, Any]]) -> None:
-    module = code_part("block_pool_hash_chain").module("parent_by_id_only")
-    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
-                                               ex.CANONICAL)}
+    module = CODE_PART.module("parent_by_id_only")
+    results = {c.name: c for c in CODE_PART.check(module, all_cases, expected)}
     msg = results["forward-free regression"].message
     assert "incarnation" in msg and "wrong KV" in msg and "pool.free('A', tail_first=False)" in msg
 
 
 def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, Any]],
                                                       expected: list[dict[str, Any]]) -> None:
-    got = json.loads(json.dumps(expected))
-    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
-    ref_s = expected[speed]["cpu_s"]
-    got[speed]["cpu_s"] = max(ref_s * 15, 0.2)
-    assert all(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
-    got[speed]["cpu_s"] = max(ref_s * 50, 1.0)
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    failed = [c for c in results if not c.passed]
-    assert [c.name for c in failed] == ["lookup speed"]
+    results = assert_speed_check_gives_partial_credit(checks, all_cases, expected, ex.CANONICAL)
     assert check_score(results) == pytest.approx(12 / 13)
 
 
@@ -192,16 +151,7 @@ def test_speed_case_is_drawn_per_submission_and_never_repeats() -> None:
 
 def test_a_fast_but_wrong_large_case_does_not_pass_the_speed_check(
         all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    # A replaced driver that skips lookups and copies results is fast and wrong: only the time
-    # of the right results counts.
-    got = json.loads(json.dumps(expected))
-    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
-    got[speed]["output"]["speed"]["digest"] = "0" * 16
-    got[speed]["cpu_s"] = expected[speed]["cpu_s"] / 10
-    results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
-    assert [n for n, c in results.items() if not c.passed] == ["large case matches",
-                                                                "lookup speed"]
-    assert "not judged" in results["lookup speed"].message
+    assert_fast_but_wrong_speed_case_fails(checks, all_cases, expected, ex.CANONICAL)
 
 def test_edge_parent_reused_under_cached_child() -> None:
     # Hand-written: A = [1,1,2,2,3,3] freed first block first; X = [8,8,8] reuses block 0 and
@@ -246,5 +196,5 @@ def test_malformed_results_fail(all_cases: list[dict[str, Any]],
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names a replayable script, or the speed case described in words.
-    for name, c in code_part("block_pool_hash_chain").failures():
+    for name, c in CODE_PART.failures():
         assert "pool = BlockPool(" in c.message or "large" in c.message, (name, c.message)

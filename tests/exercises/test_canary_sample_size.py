@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
 import pytest
 
 from exercises import templating
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     code_part,
     load_by_path,
-    load_file,
 )
 
 ex = load_by_path("canary_sample_size")
@@ -31,10 +26,8 @@ SEED = 4242
 spec = EX.spec_fixture()
 
 
-checks = load_file(CODE / "checks.py", "q33_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q33_test_driver")
-reference = load_file(CODE / "reference.py", "q33_test_reference")
+CODE_PART = code_part("canary_sample_size")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
 # --- the calculation parts ---------------------------------------------------------------------
@@ -104,21 +97,8 @@ def test_templates_render(which: str) -> None:
 # --- the code part -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+all_cases, expected = CODE_PART.fixtures(SEED)
 
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
 def test_public_cases_are_the_variants_own_numbers() -> None:
@@ -157,7 +137,7 @@ def test_reference_against_an_oracle(all_cases: list[dict[str, Any]],
 
 def test_failures_name_the_slip(all_cases: list[dict[str, Any]],
                                 expected: list[dict[str, Any]]) -> None:
-    module = code_part("canary_sample_size").module("two_sided")
+    module = CODE_PART.module("two_sided")
     got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
     results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
     message = results["two-proportion n per arm"].message
@@ -198,10 +178,7 @@ def test_driver_error_results_fail_every_check(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("p1-equals-p0", "p1-below-p0", "alpha-half", "power-one", "zero-requests",
@@ -212,26 +189,7 @@ def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
     assert 100 <= len(a) <= 200
 
 
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # A module full of literals >= 100 must not change the draws (see checks.py).
-    (tmp_path / "q33_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q33_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    env = dict(os.environ, PYTHONHASHSEED="99",
-               PYTHONPATH=os.pathsep.join([str(FOLDER.parent.parent), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=FOLDER.parent.parent)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
-
-
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names its smallest canary.
-    for name, c in code_part("canary_sample_size").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest: canary_" in c.message, (name, c.message)

@@ -4,20 +4,17 @@ equivalents, the driver)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     code_part,
     load_by_path,
     load_file,
@@ -30,24 +27,11 @@ CODE = FOLDER / "code"
 SEED = 4242
 
 
-checks = load_file(CODE / "checks.py", "q29_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q29_test_driver")
-reference = load_file(CODE / "reference.py", "q29_test_reference")
+CODE_PART = code_part("continuous_batching_scheduler")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _run(module: ModuleType, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(module, c["input"])} for c in cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical trace ----------------------------------------------------------------------
@@ -146,9 +130,6 @@ def test_variants_differ() -> None:
 
 def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
                                      expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
     for case, exp in zip(all_cases, expected, strict=True):
         out = exp["output"]
         assert "error" not in out
@@ -162,7 +143,7 @@ def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
 def test_reference_passes_on_variants(seed: int) -> None:
     variant = ex.generate(random.Random(seed))
     cases = checks.public_cases(variant) + checks.hidden_cases(variant, seed)
-    exp = _run(reference, cases)
+    exp = CODE_PART.run(reference, cases)
     assert all(c.passed for c in checks.check(cases, exp, exp, variant))
 
 
@@ -180,7 +161,7 @@ def test_finished_requests_may_reset_num_computed(all_cases: list[dict[str, Any]
     module = ModuleType("q29_tidy")
     module.__dict__.update(reference.__dict__)
     module.Scheduler = Tidy
-    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    results = CODE_PART.check(module, all_cases, expected)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
@@ -215,7 +196,7 @@ def test_an_exception_names_the_step(all_cases: list[dict[str, Any]],
     module = ModuleType("q29_broken")
     module.__dict__.update(reference.__dict__)
     module.Scheduler = Broken
-    got = _run(module, all_cases)
+    got = CODE_PART.run(module, all_cases)
     results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
     msg = results["runs without an exception"].message
     assert re.search(r"Smallest: step \d+ raised RuntimeError: boom", msg), msg
@@ -250,29 +231,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 # --- the hidden cases ---------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # Hypothesis mixes literals from loaded modules into its draws; ours stay below 100.
-    (tmp_path / "q29_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q29_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(FOLDER.parent.parent), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=FOLDER.parent.parent)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
+    assert_hidden_cases_seeded(checks, ex.CANONICAL)
 
 
 def test_hidden_cases_cover_the_edges(expected: list[dict[str, Any]]) -> None:
@@ -285,7 +244,7 @@ def test_hidden_cases_cover_the_edges(expected: list[dict[str, Any]]) -> None:
     keys = [checks.size_key(c) for c in hidden]
     assert keys == sorted(keys)  # smallest first, so a failing student sees a small trace
     assert all(checks.fits(c["input"]) for c in hidden)
-    runs = _run(reference, hidden)
+    runs = CODE_PART.run(reference, hidden)
     preempting = sum(any(rec["preempted"] for rec in r["output"]["steps"]) for r in runs)
     assert preempting >= 0.3 * len(hidden)
     assert any(any(len(rec["preempted"]) >= 2 for rec in r["output"]["steps"]) for r in runs)
@@ -303,5 +262,5 @@ def test_public_cases_start_with_the_statement_trace() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest trace as a call the student can replay.
-    for name, c in code_part("continuous_batching_scheduler").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and "Scheduler(num_blocks=" in c.message, (name, c.message)

@@ -4,10 +4,7 @@ mutants, the driver)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import types
 from pathlib import Path
@@ -17,9 +14,9 @@ import pytest
 
 from exercises import engine_sim as sim
 from exercises import registry
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -36,10 +33,8 @@ SEED = 4242
 STARVATION = "no starvation: worst TTFT within 2x of first come, first served's"
 
 
-expose_shared_modules(("engine_sim",))  # the driver imports it by its plain name
-checks = load_file(CODE / "checks.py", "q10_test_checks")
-driver = load_file(CODE / "driver.py", "q10_test_driver")
-reference = load_file(CODE / "reference.py", "q10_test_reference")
+CODE_PART = code_part("hol_blocking_policy")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
 # --- shape and the canonical numbers -------------------------------------------------------------
@@ -130,18 +125,7 @@ def test_the_statement_shows_only_givens() -> None:
 
 # --- the code part ----------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(module, c["input"])} for c in cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 def _replayed(module: Any, case: dict[str, Any]) -> Any:
@@ -157,9 +141,6 @@ def _policy(fn: Any) -> types.ModuleType:
 
 def test_reference_passes_every_workload(all_cases: list[dict[str, Any]],
                                          expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results)
     for case, exp in zip(all_cases, expected, strict=True):
         ttft = checks.replay(case, exp["output"]).ttft
         assert sorted(ttft) == sorted(r[0] for r in case["input"]["requests"])
@@ -190,7 +171,7 @@ def test_other_sensible_aging_rates_pass(all_cases: list[dict[str, Any]],
         return [x["rid"] for x in sorted(w, key=lambda x: x["prefill_left"] / 25_000 - x["waited"])]
 
     for fn in (aged(15_000), aged(30_000), in_seconds):
-        results = checks.check(all_cases, _run(_policy(fn), all_cases), expected, ex.CANONICAL)
+        results = CODE_PART.check(_policy(fn), all_cases, expected)
         assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
@@ -214,10 +195,10 @@ def test_a_policy_of_another_shape_passes(seed: int, tmp_path: Path) -> None:
     # The checks test the goal (mean near the reference's, worst within 2x of FCFS's worst), not
     # the reference's formula: a deadline rule with no aging constant passes on several seeds.
     cases = checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, seed)
-    exp = _run(reference, cases)
+    exp = CODE_PART.run(reference, cases)
     (tmp_path / "deadline.py").write_text(DEADLINE_POLICY)
     module = load_file(tmp_path / "deadline.py", f"q10_deadline_policy_{seed}")
-    got = _run(module, cases)
+    got = CODE_PART.run(module, cases)
     results = checks.check(cases, got, exp, ex.CANONICAL)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
     # ...though it does not make the reference's choices: the admissions differ somewhere.
@@ -281,9 +262,8 @@ def test_errors_and_malformed_lines_fail_every_check(all_cases: list[dict[str, A
 
 def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
                                                expected: list[dict[str, Any]]) -> None:
-    module = code_part("hol_blocking_policy").module("fcfs")
-    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
-                                                ex.CANONICAL)}
+    module = CODE_PART.module("fcfs")
+    results = {c.name: c for c in CODE_PART.check(module, all_cases, expected)}
     msg = results["mean TTFT within 30 % of the reference's"].message
     failing = [c for c in all_cases if checks.describe(c) in msg]
     assert len(failing) == 1
@@ -296,10 +276,7 @@ def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_sized() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     assert [checks.size_key(c) for c in a] == sorted(checks.size_key(c) for c in a)
@@ -313,26 +290,6 @@ def test_hidden_cases_are_deterministic_and_sized() -> None:
         assert all(0 < r[2] - r[3] <= i["budget"] for r in i["requests"])
 
 
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # Another process that has loaded a module full of literals gets the same cases.
-    (tmp_path / "q10_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q10_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    root = EX.folder.parent.parent
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=root)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
-
-
 def test_public_cases_use_the_variant() -> None:
     p = VARIANTS[3]
     first = checks.public_cases(p)[0]["input"]
@@ -344,7 +301,7 @@ def test_public_cases_use_the_variant() -> None:
 def test_one_grade_is_quick(all_cases: list[dict[str, Any]]) -> None:
     # The sandbox runs every case through the simulator: keep it well under the time limit.
     start = time.perf_counter()
-    _run(reference, all_cases)
+    CODE_PART.run(reference, all_cases)
     assert time.perf_counter() - start < 2.0
 
 
@@ -398,8 +355,8 @@ def test_hostile_patched_simulator_earns_what_its_answers_earn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # First come, first served, with the driver's clock stopped (every step a nanosecond): its
     # answers at the (few) calls whose queue still matches replay; nothing scores above FCFS.
-    fcfs = code_part("hol_blocking_policy").module("fcfs")
-    honest = check_score(checks.check(all_cases, _run(fcfs, all_cases), expected, ex.CANONICAL))
+    fcfs = CODE_PART.module("fcfs")
+    honest = check_score(CODE_PART.check(fcfs, all_cases, expected))
     patched = types.SimpleNamespace(**{n: getattr(sim, n) for n in dir(sim)
                                        if not n.startswith("__")})
 
@@ -409,7 +366,7 @@ def test_hostile_patched_simulator_earns_what_its_answers_earn(
 
     patched.StepCost = Instant
     monkeypatch.setattr(driver, "engine_sim", patched)
-    got = _run(fcfs, all_cases)
+    got = CODE_PART.run(fcfs, all_cases)
     results = checks.check(all_cases, got, expected, ex.CANONICAL)
     assert check_score(results) <= honest < 1
     assert any("could not be replayed" in c.message for c in results if not c.passed)
@@ -426,5 +383,5 @@ def test_the_engine_reads_only_the_recorded_front(all_cases: list[dict[str, Any]
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest workload.
-    for name, c in code_part("hol_blocking_policy").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and "workload " in c.message, (name, c.message)

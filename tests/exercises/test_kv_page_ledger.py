@@ -5,20 +5,16 @@ engine simulator, which implements the same two admission policies independently
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exercises import engine_sim
 from exercises.spec import Quantity
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     close,
     code_part,
     load_by_path,
@@ -33,20 +29,11 @@ SEED = 12345
 spec = EX.spec_fixture()
 
 
-checks = load_file(CODE / "checks.py", "q36_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q36_test_driver")
-reference = load_file(CODE / "reference.py", "q36_test_reference")
+CODE_PART = code_part("kv_page_ledger")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical numbers (research notes, Q36) ----------------------------------------------
@@ -211,18 +198,12 @@ def test_small_story_case_runs_dry_where_its_comment_says() -> None:
 
 # --- the code part's checks ---------------------------------------------------------------------
 
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
-
 
 def test_admitting_after_a_preemption_changes_no_trace() -> None:
     # Why admits_while_preempting is equivalent, on many more workloads than the hidden cases:
     # after a preemption the head of the queue is the oldest victim, which needs more blocks than
     # are free, so head-of-line admission admits nobody anyway.
-    module = code_part("kv_page_ledger").module("admits_while_preempting", "equivalents")
+    module = CODE_PART.module("admits_while_preempting", "equivalents")
     rng = random.Random(7)
     for _ in range(500):
         block = rng.choice([1, 2, 4])
@@ -260,10 +241,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("grown-request-preempts-itself", "preempted-go-ahead-of-waiting",
@@ -280,26 +258,6 @@ def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
     assert sum(any(s[3] for s in o) for o in outs) >= 15  # plenty of preemption
     keys = [checks.size_key(c) for c in a]
     assert keys == sorted(keys)
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # Another process that loads a module full of literals >= 100, which Hypothesis would like
-    # to mix into its draws; the cases must not change.
-    (tmp_path / "q36_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q36_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(FOLDER.parent.parent), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=FOLDER.parent.parent)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
 
 
 def test_starter_is_the_reference_api() -> None:
@@ -339,5 +297,5 @@ def test_driver_accepts_dict_records_and_names_bad_types() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest failing case.
-    for name, c in code_part("kv_page_ledger").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message, (name, c.message)

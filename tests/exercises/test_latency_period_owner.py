@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from exercises import registry
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -34,10 +29,8 @@ VARIANTS = EX.variants()
 spec = EX.spec_fixture()
 
 
-checks = load_file(CODE / "checks.py", "q37_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q37_test_driver")
-reference = load_file(CODE / "reference.py", "q37_test_reference")
+CODE_PART = code_part("latency_period_owner")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 simulate = load_file(CODE / "simulate.py", "q37_test_simulate")
 
 
@@ -158,32 +151,14 @@ def test_evidence_carries_the_graded_numbers(p: dict[str, Any]) -> None:
 
 # --- the code part ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
+all_cases, expected = CODE_PART.fixtures(SEED)
 
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _grade(module: ModuleType, cases: list[dict[str, Any]], expected: list[dict[str, Any]]
-           ) -> list[Any]:
-    got = [{"output": driver.run_case(module, c["input"])} for c in cases]
-    return checks.check(cases, got, expected, ex.CANONICAL)
-
-
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
 def test_starter_scores_zero(all_cases: list[dict[str, Any]],
                              expected: list[dict[str, Any]]) -> None:
-    results = _grade(load_file(CODE / "starter.py", "q37_test_starter"), all_cases, expected)
+    starter = load_file(CODE / "starter.py", "q37_test_starter")
+    results = CODE_PART.check(starter, all_cases, expected)
     assert check_score(results) == 0
 
 
@@ -236,30 +211,7 @@ def test_driver_reports_bad_return_types() -> None:
 # --- hidden cases ------------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_knobs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # Hypothesis mixes literals from loaded modules into integer draws; the knobs stay below 100.
-    (tmp_path / "q37_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q37_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    root = FOLDER.parent.parent
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=root)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
+    assert_hidden_cases_seeded(checks, ex.CANONICAL, "_random_knobs")
 
 
 def test_hidden_cases_cover_the_edges_and_are_sorted() -> None:
@@ -330,5 +282,5 @@ def test_public_cases_play_the_students_own_evidence() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names how many cases fail, the smallest one, and what came back.
-    for name, c in code_part("latency_period_owner").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and " — on " in c.message, (name, c.message)

@@ -1,7 +1,10 @@
 """Every code and kernel part keeps its known bugs as edits of its reference (mutants.toml) and
 its look-alike correct solutions the same way (equivalents.toml): each builds, each mutant is
 caught by the check it names, each equivalent passes. One test for every exercise; the
-sandboxed run of the same mutants is the selftest's (tests/test_every_exercise.py)."""
+sandboxed run of the same mutants is the selftest's (tests/test_every_exercise.py). Also, for
+every code part (once here rather than a copy per tests/exercises/test_<slug>.py): the reference
+passes every check, the checks are named as CHECKS names them, and another process draws the
+same hidden cases."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,17 +13,34 @@ import pytest
 
 from exercises import mutants, registry
 from graders.selftest import SANDBOXED
-from tests.exercises.support import check_score, code_part
+from tests.exercises.support import (
+    assert_hidden_cases_same_in_another_process,
+    check_score,
+    code_part,
+)
 
 # A code part is only worth its checks if they tell this many distinct bugs apart.
 MIN_CODE_MUTANTS = 6
 EQUIVALENT_SEEDS = (12345, 1, 2)
+# The seed each exercise's own tests draw their hidden cases with, where it is not the
+# contract's 12345: the reference must pass on those draws too.
+CASE_SEEDS: dict[str, int] = {
+    "canary_sample_size": 4242, "continuous_batching_scheduler": 4242,
+    "hol_blocking_policy": 4242, "overload_rejection_rule": 4242,
+    "prefix_boundary_diagnosis": 3434, "region_loss_fleet": 2024,
+    "spec_acceptance_counters": 4242, "spec_decode_policy": 4242,
+}
 
 
 def _sandboxed_parts() -> list[tuple[str, str, Path]]:
     return [(slug, part.id, spec.path / SANDBOXED[part.type])
             for slug, spec in sorted(registry.load_all().items())
             for part in spec.parts if part.type in SANDBOXED]
+
+
+def _code_slugs() -> list[str]:
+    return [slug for slug, spec in sorted(registry.load_all().items())
+            if (spec.path / "code").is_dir()]
 
 
 def _code_solutions(kind: str) -> list[tuple[str, str]]:
@@ -65,6 +85,22 @@ def test_every_equivalent_passes(slug: str, name: str, seed: int) -> None:
     results = code.results(code.module(name, "equivalents"), seed)
     assert all(c.passed for c in results), [f"{c.name}: {c.message}" for c in results
                                             if not c.passed]
+
+
+@pytest.mark.parametrize(("slug", "seed"), [
+    (slug, seed) for slug in _code_slugs() for seed in sorted({12345, CASE_SEEDS.get(slug, 12345)})
+])
+def test_the_reference_passes_every_check(slug: str, seed: int) -> None:
+    code = code_part(slug)
+    results = code.reference_results(seed)
+    assert [c.name for c in results] == [name for name, _, _ in code.checks.CHECKS]
+    assert all(c.passed for c in results), [f"{c.name}: {c.message}" for c in results
+                                            if not c.passed]
+
+
+@pytest.mark.parametrize("slug", _code_slugs())
+def test_hidden_cases_are_the_same_in_another_process(slug: str, tmp_path: Path) -> None:
+    assert_hidden_cases_same_in_another_process(code_part(slug), tmp_path)
 
 
 # -- the builder itself ----------------------------------------------------------------------

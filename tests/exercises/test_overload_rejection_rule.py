@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from exercises import engine_sim, templating
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     check_score,
     close,
     code_part,
@@ -42,10 +42,8 @@ def _from_source(source: str, name: str) -> ModuleType:
         return load_file(path, name)
 
 
-expose_shared_modules(("engine_sim",))
-checks = load_file(CODE / "checks.py", "q13_test_checks")
-driver = load_file(CODE / "driver.py", "q13_test_driver")
-reference = load_file(CODE / "reference.py", "q13_test_reference")
+CODE_PART = code_part("overload_rejection_rule")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,24 +177,7 @@ def test_templates_render_and_the_statement_shows_no_answer() -> None:
 # The code part
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _run(module: Any, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for c in cases:
-        try:
-            out.append({"output": driver.run_case(module, c["input"])})
-        except Exception as exc:  # what child.py turns into an error record
-            out.append({"error": f"{type(exc).__name__}: {exc}"})
-    return out
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 def _figures(module: Any, case: dict[str, Any]) -> dict[str, Any]:
@@ -206,9 +187,6 @@ def _figures(module: Any, case: dict[str, Any]) -> dict[str, Any]:
 
 def test_reference_passes_and_never_serves_dead_work(all_cases: list[dict[str, Any]],
                                                      expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results)
     for case, e in zip(all_cases, expected, strict=True):
         out = checks.replay(case["input"], e["output"])
         assert out["dead"] == 0 and out["rejected_in_time"] == 0 and out["first_late_admit"] is None
@@ -222,12 +200,12 @@ def test_reference_passes_and_never_serves_dead_work(all_cases: list[dict[str, A
 def test_mutants_are_caught_on_other_seeds_too() -> None:
     for seed in (1, 99):
         cases = checks.public_cases(VARIANTS[0]) + checks.hidden_cases(VARIANTS[0], seed)
-        exp = _run(reference, cases)
-        code = code_part("overload_rejection_rule")
+        exp = CODE_PART.run(reference, cases, catch=True)
+        code = CODE_PART
         for name in code.built():
             module = code.module(name)
-            assert check_score(checks.check(cases, _run(module, cases), exp, VARIANTS[0])) < 1, \
-                (name, seed)
+            got = CODE_PART.run(module, cases, catch=True)
+            assert check_score(checks.check(cases, got, exp, VARIANTS[0])) < 1, (name, seed)
 
 
 @pytest.mark.parametrize("source", [
@@ -239,7 +217,7 @@ def test_reasonable_rules_pass(source: str, all_cases: list[dict[str, Any]],
                                expected: list[dict[str, Any]]) -> None:
     # Deciding a wait of exactly the timeout either way, or a hair of margin, is not a bug.
     module = _from_source(source, "q13_ok_rule")
-    results = checks.check(all_cases, _run(module, all_cases), expected, ex.CANONICAL)
+    results = CODE_PART.check(module, all_cases, expected, catch=True)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
@@ -249,8 +227,7 @@ def test_a_request_count_cap_misses_the_request_in_service(all_cases: list[dict[
     # the request in service: with a 2 s service time and a 1 s timeout it admits late requests.
     module = _from_source('def admit(s):\n    return s["queue_len"] < s["service_rate"] * '
                           's["timeout_s"]\n', "q13_cap_rule")
-    results = {c.name: c for c in checks.check(all_cases, _run(module, all_cases), expected,
-                                               ex.CANONICAL)}
+    results = {c.name: c for c in CODE_PART.check(module, all_cases, expected, catch=True)}
     assert not results["no dead work"].passed
     assert "service_rate 0.5 req/s" in results["no dead work"].message
 
@@ -283,10 +260,7 @@ def test_the_rule_cannot_edit_the_simulators_view() -> None:
 
 
 def test_hidden_cases_are_deterministic_sorted_and_moderate() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     sizes = [checks.size_key(c) for c in a]
     assert sizes == sorted(sizes)
     assert len({c["id"] for c in a}) == len(a)
@@ -357,19 +331,19 @@ def test_hostile_patched_simulator_earns_what_its_verdicts_earn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Accept everything, with clients that never give up in the driver's simulator: the driver
     # sees no dead work at all, the worker's replay sees accept-everything's.
-    everything = code_part("overload_rejection_rule").module("accept_everything")
-    honest = check_score(checks.check(all_cases, _run(everything, all_cases), expected, ex.CANONICAL))
+    everything = CODE_PART.module("accept_everything")
+    honest = check_score(CODE_PART.check(everything, all_cases, expected, catch=True))
     patched = types.SimpleNamespace(
         segment_arrivals=engine_sim.segment_arrivals,
         simulate_queue=lambda arrivals, rate, timeout, **kw: engine_sim.simulate_queue(
             arrivals, rate, math.inf, **kw))
     monkeypatch.setattr(driver, "engine_sim", patched)
-    got = _run(everything, all_cases)
+    got = CODE_PART.run(everything, all_cases, catch=True)
     assert check_score(checks.check(all_cases, got, expected, ex.CANONICAL)) == honest < 1
 
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the workload (its id in brackets) and what went wrong there.
-    for name, c in code_part("overload_rejection_rule").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and "req/s, timeout" in c.message and "[" in c.message, \
             (name, c.message)

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import random
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     code_part,
     load_by_path,
-    load_file,
 )
 
 ex = load_by_path("prefix_boundary_diagnosis")
@@ -26,26 +24,11 @@ SEED = 3434
 VARIANTS = EX.variants(200)
 
 
-checks = load_file(CODE / "checks.py", "q34_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q34_test_driver")
-reference = load_file(CODE / "reference.py", "q34_test_reference")
+CODE_PART = code_part("prefix_boundary_diagnosis")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
-
-
-def _results(module: ModuleType, cases: list[dict[str, Any]],
-             expected: list[dict[str, Any]]) -> list[Any]:
-    got = [{"output": driver.run_case(module, c["input"])} for c in cases]
-    return checks.check(cases, got, expected, ex.CANONICAL)
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical variant: the facts note's worked example ---------------------------------
@@ -163,26 +146,19 @@ def test_junction_and_identical_fixtures() -> None:
 
 # --- the code part ----------------------------------------------------------------------------
 
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
-
 
 def test_hints_name_the_broken_rule(all_cases: list[dict[str, Any]],
                                     expected: list[dict[str, Any]]) -> None:
-    by_name = {c.name: c for c in _results(code_part("prefix_boundary_diagnosis").module("no_last_token_cap"), all_cases, expected)}
+    module = CODE_PART.module("no_last_token_cap")
+    by_name = {c.name: c for c in CODE_PART.check(module, all_cases, expected)}
     assert "last prompt token" in by_name["reusable_tokens: whole blocks, last token recomputed"].message
-    by_name = {c.name: c for c in _results(code_part("prefix_boundary_diagnosis").module("queries_as_requests"), all_cases, expected)}
+    module = CODE_PART.module("queries_as_requests")
+    by_name = {c.name: c for c in CODE_PART.check(module, all_cases, expected)}
     assert "not requests" in by_name["predict_window: queries and hits"].message
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("lcp-same-text-other-tokens", "reuse-identical-prompts",
@@ -224,6 +200,6 @@ def test_driver_and_malformed_results() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest case, what was expected and what came back.
-    for name, c in code_part("prefix_boundary_diagnosis").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and "expected" in c.message and " — on " in c.message, \
             (name, c.message)

@@ -5,20 +5,16 @@ solution written from the statement, the driver).
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import types
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exercises import templating
-from graders.code import expose_shared_modules, run_and_time
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     code_part,
     load_by_path,
     load_file,
@@ -32,25 +28,11 @@ SEED = 12345
 spec = EX.spec_fixture()
 
 
-checks = load_file(CODE / "checks.py", "q39_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q39_test_driver")
-reference = load_file(CODE / "reference.py", "q39_test_reference")
+CODE_PART = code_part("radix_prefix_trie")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [run_and_time(driver, reference, c) for c in all_cases]
-
-
-def _grade(module: Any, cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> list[Any]:
-    got = [run_and_time(driver, module, c, timings=1) for c in cases]
-    return checks.check(cases, got, expected, ex.CANONICAL)
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical trace ---------------------------------------------------------------------
@@ -120,11 +102,9 @@ def test_variants_differ() -> None:
 
 # --- the code part: reference, mutants, equivalents -------------------------------------------
 
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == checks.NAMES
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+def test_check_names_are_the_checks() -> None:
+    # The reference's own pass, named as CHECKS names them, is the contract's (test_mutants.py).
+    assert checks.NAMES == [name for name, _, _ in checks.CHECKS]
 
 
 # An independent solution written from the statement alone, in another style (lists, per-edge
@@ -221,13 +201,14 @@ def test_an_independent_solution_passes(all_cases: list[dict[str, Any]],
                                         expected: list[dict[str, Any]]) -> None:
     module = types.ModuleType("q39_independent")
     exec(compile(INDEPENDENT, "q39_independent.py", "exec"), module.__dict__)  # noqa: S102
-    results = _grade(module, all_cases, expected)
+    results = CODE_PART.check(module, all_cases, expected)
     assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
 def test_starter_fails_every_check(all_cases: list[dict[str, Any]],
                                    expected: list[dict[str, Any]]) -> None:
-    results = _grade(load_file(CODE / "starter.py", "q39_test_starter"), all_cases, expected)
+    starter = load_file(CODE / "starter.py", "q39_test_starter")
+    results = CODE_PART.check(starter, all_cases, expected)
     assert not any(c.passed for c in results)
     runs = next(c for c in results if c.name == checks.RUNS)
     assert "NotImplementedError" in runs.message
@@ -298,29 +279,7 @@ def test_paged_partial_page_by_hand() -> None:
 # --- the hidden cases and the checks' plumbing --------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    (tmp_path / "q39_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q39_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    root = FOLDER.parent.parent
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=root)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
+    assert_hidden_cases_seeded(checks, ex.CANONICAL)
 
 
 def test_hidden_cases_cover_the_edges(expected: list[dict[str, Any]],
@@ -485,7 +444,7 @@ def test_hostile_slot_counts_are_the_workers_own(all_cases: list[dict[str, Any]]
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest script (or, for speed, the page size).
-    for name, c in code_part("radix_prefix_trie").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message, (name, c.message)
         if c.name != checks.SPEED:
             assert "Script: [" in c.message or "on page_size=" in c.message, (name, c.message)

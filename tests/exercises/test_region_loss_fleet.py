@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from exercises import templating
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     code_part,
     load_by_path,
     load_file,
@@ -30,10 +30,8 @@ SEED = 2024
 spec = EX.spec_fixture()
 
 
-checks = load_file(CODE / "checks.py", "q32_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q32_test_driver")
-reference = load_file(CODE / "reference.py", "q32_test_reference")
+CODE_PART = code_part("region_loss_fleet")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
 # --- the calculation parts ---------------------------------------------------------------------
@@ -127,28 +125,13 @@ def test_reference_canonical_placement() -> None:
     assert list(reference.min_fleet({"c": 50, "a": 50, "b": 49}, 5, 1.0).values()) == [15, 15, 15]
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 def _grade(path: Path, name: str, all_cases: list[dict[str, Any]],
            expected: list[dict[str, Any]]) -> list[Any]:
-    module = load_file(path, name)
-    got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
-    return checks.check(all_cases, got, expected, ex.CANONICAL)
+    return CODE_PART.check(load_file(path, name), all_cases, expected)
 
-
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
 
 
 def test_reference_matches_the_brute_force_on_small_hidden_cases(
@@ -168,8 +151,8 @@ def test_reference_matches_the_brute_force_on_small_hidden_cases(
 
 def test_survival_message_names_the_lost_region(all_cases: list[dict[str, Any]],
                                                 expected: list[dict[str, Any]]) -> None:
-    results = {c.name: c for c in code_part("region_loss_fleet").results(
-        code_part("region_loss_fleet").module("spare_on_largest"))}
+    results = {c.name: c for c in CODE_PART.results(
+        CODE_PART.module("spare_on_largest"))}
     message = results["survives the loss of any one region"].message
     assert "losing " in message and "req/s under U" in message
 
@@ -200,10 +183,7 @@ def test_driver_errors_and_forged_lines_fail(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("canonical", "two-regions", "four-equal-regions", "tiny-regions",
@@ -218,5 +198,5 @@ def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest call.
-    for name, c in code_part("region_loss_fleet").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest: min_fleet({" in c.message, (name, c.message)

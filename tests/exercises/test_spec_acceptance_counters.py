@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from graders.code import expose_shared_modules
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     assert_mistakes_distinct,
     code_part,
     load_by_path,
-    load_file,
 )
 
 ex = load_by_path("spec_acceptance_counters")
@@ -26,20 +25,11 @@ SEED = 4242
 VARIANTS = EX.variants(200)
 
 
-checks = load_file(CODE / "checks.py", "q20_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q20_test_driver")
-reference = load_file(CODE / "reference.py", "q20_test_reference")
+CODE_PART = code_part("spec_acceptance_counters")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the canonical variant: the facts note's worked example ---------------------------------
@@ -132,16 +122,10 @@ def test_split_per_position_keeps_the_invariants() -> None:
 
 # --- the code part ----------------------------------------------------------------------------
 
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
-
 
 def test_hidden_restart_is_named_in_the_message(all_cases: list[dict[str, Any]],
                                                 expected: list[dict[str, Any]]) -> None:
-    module = code_part("spec_acceptance_counters").module("negative_only_reset")
+    module = CODE_PART.module("negative_only_reset")
     got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
     results = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)}
     msg = results["discards exactly the windows the rules drop"].message
@@ -149,10 +133,7 @@ def test_hidden_restart_is_named_in_the_message(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("restart-counters-rise", "restart-counters-drop", "no-drafts",
@@ -221,6 +202,6 @@ def test_forged_or_malformed_lines_count_as_failures(all_cases: list[dict[str, A
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest call.
-    for name, c in code_part("spec_acceptance_counters").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and ("acceptance_windows(" in c.message
                                              or "infer_steps(" in c.message), (name, c.message)

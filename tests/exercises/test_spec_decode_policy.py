@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +16,7 @@ import pytest
 from exercises import templating
 from tests.exercises.support import (
     ExerciseUnderTest,
+    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -33,19 +30,11 @@ SEED = 4242
 VARIANTS = EX.variants(200)
 
 
-checks = load_file(CODE / "checks.py", "q38_test_checks")
-driver = load_file(CODE / "driver.py", "q38_test_driver")
-reference = load_file(CODE / "reference.py", "q38_test_reference")
+CODE_PART = code_part("spec_decode_policy")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- the numbers ------------------------------------------------------------------------------
@@ -107,12 +96,6 @@ def test_templates_render(which: str) -> None:
 
 # --- the code part ----------------------------------------------------------------------------
 
-def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
-                                     expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
-
 
 def test_starter_scores_zero(all_cases: list[dict[str, Any]],
                              expected: list[dict[str, Any]]) -> None:
@@ -123,7 +106,7 @@ def test_starter_scores_zero(all_cases: list[dict[str, Any]],
 
 def test_the_guard_message_names_the_request_and_its_speedup(
         all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    module = code_part("spec_decode_policy").module("no_guard")
+    module = CODE_PART.module("no_guard")
     got = [{"output": driver.run_case(module, c["input"])} for c in all_cases]
     failed = {c.name: c for c in checks.check(all_cases, got, expected, ex.CANONICAL)
               if not c.passed}
@@ -228,10 +211,7 @@ def test_choose_finds_the_best_plan_when_the_guard_is_idle(seed: int) -> None:
 # --- the hidden cases -------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    assert checks.hidden_cases(ex.CANONICAL, 7) == a
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
+    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("table-speedup-b64-a0.3", "e-alpha1", "best-k-all-tie", "invalid-alpha-negative",
@@ -241,25 +221,6 @@ def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
     assert sum(1 for i in ids if i.startswith("random-")) >= 100
     keys = [checks.size_key(c) for c in a]
     assert keys == sorted(keys)
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    (tmp_path / "q38_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\nF = [0.123, 7.5, 1e-3]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q38_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    root = EX.folder.parent.parent
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=root)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
 
 
 def test_public_cases_use_the_variant() -> None:
@@ -272,7 +233,7 @@ def test_public_cases_use_the_variant() -> None:
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest case and what it should have done.
-    for name, c in code_part("spec_decode_policy").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message, (name, c.message)
         assert any(w in c.message for w in ("expected", "should", "slowed down", "raised")), \
             (name, c.message)

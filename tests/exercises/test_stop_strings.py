@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +16,18 @@ import pytest
 
 from exercises import templating
 from exercises.stop_strings_stream import exercise as ex
-from graders.code import expose_shared_modules
-from tests.exercises.support import code_part, load_file
+from tests.exercises.support import assert_hidden_cases_seeded, code_part
 
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
 SEED = 12345
 
 
-checks = load_file(CODE / "checks.py", "q41_test_checks")
-expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-driver = load_file(CODE / "driver.py", "q41_test_driver")
-reference = load_file(CODE / "reference.py", "q41_test_reference")
+CODE_PART = code_part("stop_strings_stream")
+checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.reference
 
 
-@pytest.fixture(scope="module")
-def all_cases() -> list[dict[str, Any]]:
-    return checks.public_cases(ex.CANONICAL) + checks.hidden_cases(ex.CANONICAL, SEED)
-
-
-@pytest.fixture(scope="module")
-def expected(all_cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"output": driver.run_case(reference, c["input"])} for c in all_cases]
+all_cases, expected = CODE_PART.fixtures(SEED)
 
 
 # --- an oracle written from the statement's rules -------------------------------------------
@@ -73,9 +60,6 @@ def _oracle(tokens: list[bytes], stops: list[str], include: bool) -> tuple[list[
 
 def test_reference_passes_every_case(all_cases: list[dict[str, Any]],
                                      expected: list[dict[str, Any]]) -> None:
-    results = checks.check(all_cases, expected, expected, ex.CANONICAL)
-    assert [c.name for c in results] == [name for name, _, _ in checks.CHECKS]
-    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
     for case, exp in zip(all_cases, expected, strict=True):
         out = exp["output"]
         if "stream" not in out:
@@ -127,31 +111,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 # --- the hidden cases ------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    a = checks.hidden_cases(ex.CANONICAL, 7)
-    checks._random_inputs.cache_clear()
-    b = checks.hidden_cases(ex.CANONICAL, 7)
-    assert a == b
-    assert checks.hidden_cases(ex.CANONICAL, 8) != a
-
-
-def test_hidden_cases_are_the_same_in_another_process(tmp_path: Path) -> None:
-    # The other process also loads a module full of literals, which Hypothesis would like to mix
-    # into its draws (see checks.MAX_CHARS); the cases must not change.
-    (tmp_path / "q41_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    code = (
-        "import importlib.util, json, sys\n"
-        "import q41_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(CODE / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "print(json.dumps(m.hidden_cases({}, 7)))\n"
-    )
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(FOLDER.parent.parent), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, cwd=FOLDER.parent.parent)
-    assert json.loads(out.stdout) == checks.hidden_cases({}, 7)
+    assert_hidden_cases_seeded(checks, ex.CANONICAL)
 
 
 def test_hidden_cases_cover_the_edges(all_cases: list[dict[str, Any]]) -> None:
@@ -307,5 +267,5 @@ def test_forged_or_malformed_lines_count_as_failures(all_cases: list[dict[str, A
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:
     # Each check a mutant (code/mutants.toml) fails names the smallest token list.
-    for name, c in code_part("stop_strings_stream").failures():
+    for name, c in CODE_PART.failures():
         assert "Smallest:" in c.message and "tokens [" in c.message, (name, c.message)
