@@ -92,6 +92,41 @@ class ExerciseUnderTest:
         return pytest.fixture(scope="module", name="spec")(spec)
 
 
+def assert_solution_quotes(eut: ExerciseUnderTest, figures: Iterable[str]) -> None:
+    """The solution rendered for the canonical variant shows each of `figures` as written (the
+    research notes' numbers, so a change of formula that moves them is seen)."""
+    from exercises import templating
+
+    text = templating.render((eut.folder / "solution.md").read_text(encoding="utf-8"),
+                             eut.module.CANONICAL, eut.module.solve(eut.module.CANONICAL),
+                             "solution.md")
+    for figure in figures:
+        assert figure in text, figure
+
+
+def assert_selftest_cases_well_formed(eut: ExerciseUnderTest, wrong: str, right: str) -> None:
+    """selftest.toml names real parts, each case is invalid or has a score, one is invalid, the
+    answer `wrong` (typically off by 2x) scores 0 and `right` (typically in other units) 1."""
+    cases = tomllib.loads((eut.folder / "selftest.toml").read_text(encoding="utf-8"))["case"]
+    assert all(c["part"] in eut.parts and (c.get("invalid") or "score" in c) for c in cases)
+    assert any(c.get("invalid") for c in cases)
+    assert any(c["answer"] == wrong and c["score"] == 0 for c in cases)
+    assert any(c["answer"] == right and c["score"] == 1 for c in cases)
+
+
+def assert_formula_grader_separates(spec: ExerciseSpec, module: ModuleType,
+                                    part: str = "formula") -> None:
+    """The real grader gives the canonical formula full marks and each known mistake of `part`
+    none, with that mistake's own feedback (a formula graded in a child process, which the
+    contract test's in-process grading leaves out)."""
+    p = module.CANONICAL
+    assert graders.grade_answer(spec, part, module.solve(p)[part], p, seed=1).score == 1.0
+    for m in module.mistakes(p):
+        if m.part == part:
+            r = graders.grade_answer(spec, part, m.answer, p, seed=1)
+            assert r.score == 0.0 and r.feedback == m.feedback, m.name
+
+
 def assert_mistakes_distinct(eut: ExerciseUnderTest, params: Mapping[str, Any],
                              solved: Mapping[str, Any], mistakes: Sequence[Mistake], *,
                              finite: bool = True, allow_zero: bool = False,

@@ -6,7 +6,8 @@ repeated here: the reference scores 1 and each mistake gets its feedback on the 
 and variants 1-3, and the templates render for 200 variants. This module adds what the
 per-exercise tests used to check one by one:
 
-- the TOML's parts agree with the module (units, the module's TOLERANCE dict, option ids);
+- the TOML's parts agree with the module (units, the module's TOLERANCE dict, option ids), and
+  solution.md has one section per part, in the TOML's order;
 - generate() is deterministic per seed, its variants are JSON and pass the exercise's
   `is_sensible` where it has one;
 - the known mistakes of every number part stay outside the part's tolerance of the reference and
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 from typing import Any
 
 import pytest
@@ -121,6 +123,13 @@ def test_parts_agree_with_the_module(name: str) -> None:
     if tolerances is not None:
         # No stale entries: every tolerance the module keeps belongs to one of its number parts.
         assert set(tolerances) <= set(eut.number_parts), set(tolerances) - set(eut.number_parts)
+
+
+@pytest.mark.parametrize("name", SLUGS)
+def test_solution_has_one_section_per_part_in_order(name: str) -> None:
+    spec = SPECS[name]
+    text = (spec.path / "solution.md").read_text(encoding="utf-8")
+    assert re.findall(r"<!-- part: ([a-z0-9_]+) -->", text) == [p.id for p in spec.parts]
 
 
 @pytest.mark.parametrize("name", SLUGS)

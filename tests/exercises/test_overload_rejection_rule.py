@@ -167,7 +167,6 @@ def test_templates_render_and_the_statement_shows_no_answer() -> None:
     statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
     assert set(PLACEHOLDER.findall(statement)) <= {"service_ms"}
     solution = (FOLDER / "solution.md").read_text(encoding="utf-8")
-    assert re.findall(r"<!-- part: ([a-z0-9_]+) -->", solution) == list(EX.parts)
     text = templating.render(solution, ex.CANONICAL, ex.solve(ex.CANONICAL))
     for figure in ["1,200 requests", "60 s", "120 s", "1,800 dead requests", "150 s", "90", "600"]:
         assert figure in text, figure
