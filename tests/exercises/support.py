@@ -8,6 +8,7 @@ import functools
 import importlib.util
 import math
 import random
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,6 +26,9 @@ from graders.selftest import answer_text
 
 EXERCISES = Path(__file__).resolve().parents[2] / "exercises"
 DEFAULT_TOLERANCE = 0.02
+# A solution value named in a template: looser than templating.PLACEHOLDER (no closing braces
+# needed), so a half-written placeholder counts too.
+SOLUTION_REF = re.compile(r"\{\{\s*s\.([A-Za-z_]\w*)")
 
 
 def close(value: float, ref: float, rel: float) -> bool:
@@ -115,16 +119,27 @@ def assert_selftest_cases_well_formed(eut: ExerciseUnderTest, wrong: str, right:
 
 
 def assert_formula_grader_separates(spec: ExerciseSpec, module: ModuleType,
-                                    part: str = "formula") -> None:
-    """The real grader gives the canonical formula full marks and each known mistake of `part`
-    none, with that mistake's own feedback (a formula graded in a child process, which the
-    contract test's in-process grading leaves out)."""
+                                    part: str = "formula", right: str | None = None) -> None:
+    """The real grader gives the canonical formula (the module's, or `right` as a student might
+    write it) full marks and each known mistake of `part` none, with that mistake's own feedback
+    (a formula is graded in a child process, which the contract test's in-process grading
+    leaves out)."""
     p = module.CANONICAL
-    assert graders.grade_answer(spec, part, module.solve(p)[part], p, seed=1).score == 1.0
+    right = module.solve(p)[part] if right is None else right
+    assert graders.grade_answer(spec, part, right, p, seed=1).score == 1.0
     for m in module.mistakes(p):
         if m.part == part:
-            r = graders.grade_answer(spec, part, m.answer, p, seed=1)
+            r = graders.grade_answer(spec, part, answer_text(spec.part(part), m.answer), p,
+                                     seed=1)
             assert r.score == 0.0 and r.feedback == m.feedback, m.name
+
+
+def assert_statement_shows_only_givens(eut: ExerciseUnderTest, givens: Iterable[str]) -> None:
+    """statement.md uses no solution value (`{{ s.name }}`) but `givens`: no answer or worked
+    intermediate is handed out."""
+    statement = (eut.folder / "statement.md").read_text(encoding="utf-8")
+    used = set(SOLUTION_REF.findall(statement))
+    assert used <= set(givens), used - set(givens)
 
 
 def assert_mistakes_distinct(eut: ExerciseUnderTest, params: Mapping[str, Any],

@@ -7,9 +7,13 @@ import random
 
 import pytest
 
-from exercises import templating
 from exercises.catalog import model
-from tests.exercises.support import ExerciseUnderTest, assert_solution_quotes, load_by_path
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_solution_quotes,
+    assert_statement_shows_only_givens,
+    load_by_path,
+)
 
 ex = load_by_path("ep_dispatch_bytes")
 EX = ExerciseUnderTest.load(ex)
@@ -107,13 +111,13 @@ GIVENS = {"hidden", "topk", "layer_desc", "shared_desc", "experts", "gpn",
 
 
 def test_statement_shows_only_givens() -> None:
-    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
-    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
-    assert used <= GIVENS, used - GIVENS
+    assert_statement_shows_only_givens(EX, GIVENS)
 
 
 def test_canonical_solution_quotes_the_notes_figures() -> None:
-    assert_solution_quotes(EX, ["7,392 B", "14,336", "173,824", "10,081,792", "10.08 MB", "9.52", "0.49",
-                   "5,040,896", "5.04 MB", "50 %", "13.3 MB", "24.4 ms"])
+    assert_solution_quotes(EX, [
+        "7,392 B", "14,336", "173,824", "10,081,792", "10.08 MB", "9.52", "0.49", "5,040,896",
+        "5.04 MB", "50 %", "13.3 MB", "24.4 ms"
+    ])
 
 

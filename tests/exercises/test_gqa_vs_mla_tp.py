@@ -6,12 +6,9 @@ from typing import Any
 
 import pytest
 
-from exercises import templating
 from exercises.gqa_vs_mla_tp import exercise as ex
 from exercises.mla_tp_copy import exercise as q22
-from tests.exercises.support import (
-    ExerciseUnderTest,
-)
+from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -125,8 +122,6 @@ GIVENS = {"gqa_layers", "gqa_q_heads", "gqa_kv_heads", "gqa_head_dim", "mla_laye
 
 
 def test_statement_shows_only_givens() -> None:
-    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
-    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
-    assert used <= GIVENS, used - GIVENS
+    assert_statement_shows_only_givens(EX, GIVENS)
 
 

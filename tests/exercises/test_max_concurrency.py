@@ -152,8 +152,9 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, ["40,960 B", "55.89 GB", "85,280", "1,364,480 tokens", "10.41x", "17.64",
-                   "79.19GiB"])
+    assert_solution_quotes(EX, [
+        "40,960 B", "55.89 GB", "85,280", "1,364,480 tokens", "10.41x", "17.64", "79.19GiB"
+    ])
 
 
 def test_selftest_cases_are_well_formed() -> None:

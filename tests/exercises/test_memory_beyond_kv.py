@@ -98,7 +98,9 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, ["469.8", "0.470 GB", "525.3", "0.525 GB", "54.97", "41,962 tokens", "4.20 GB"])
+    assert_solution_quotes(EX, [
+        "469.8", "0.470 GB", "525.3", "0.525 GB", "54.97", "41,962 tokens", "4.20 GB"
+    ])
 
 
 def test_selftest_cases_are_well_formed() -> None:

@@ -6,12 +6,9 @@ from typing import Any
 
 import pytest
 
-from exercises import templating
 from exercises.mla_absorption import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-)
+from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -147,8 +144,6 @@ GIVENS = {"layers", "q_heads", "d_c", "d_r", "d_nope", "d_v", "qk_dim", "heads_g
 
 
 def test_statement_shows_only_givens() -> None:
-    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
-    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
-    assert used <= GIVENS, used - GIVENS
+    assert_statement_shows_only_givens(EX, GIVENS)
 
 

@@ -6,13 +6,10 @@ from typing import Any
 
 import pytest
 
-from exercises import templating
 from exercises.catalog import model
 from exercises.mla_tp_copy import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-)
+from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -145,8 +142,6 @@ GIVENS = {"layers", "q_heads", "d_c", "d_r", "hbm_gb", "mem_util_pct", "ckpt_gb"
 
 
 def test_statement_shows_only_givens() -> None:
-    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
-    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
-    assert used <= GIVENS, used - GIVENS
+    assert_statement_shows_only_givens(EX, GIVENS)
 
 

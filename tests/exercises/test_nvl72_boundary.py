@@ -6,9 +6,13 @@ import math
 
 import pytest
 
-from exercises import templating
 from exercises.catalog import domain, model
-from tests.exercises.support import ExerciseUnderTest, assert_solution_quotes, load_by_path
+from tests.exercises.support import (
+    ExerciseUnderTest,
+    assert_solution_quotes,
+    assert_statement_shows_only_givens,
+    load_by_path,
+)
 
 ex = load_by_path("nvl72_boundary")
 EX = ExerciseUnderTest.load(ex)
@@ -97,13 +101,13 @@ GIVENS = {"rack", "rack_gpus", "rack_gpu", "rack_nic", "rack_nvlink_gbs", "rack_
 
 
 def test_statement_shows_only_givens() -> None:
-    statement = (FOLDER / "statement.md").read_text(encoding="utf-8")
-    used = {m.group(2) for m in templating.PLACEHOLDER.finditer(statement) if m.group(1) == "s"}
-    assert used <= GIVENS, used - GIVENS
+    assert_statement_shows_only_givens(EX, GIVENS)
 
 
 def test_canonical_solution_quotes_the_notes_figures() -> None:
-    assert_solution_quotes(EX, ["18×", "9×", "288", "4 per GPU", "25.8 ms", "1.43 ms", "6.71 ms", "0.373 ms",
-                   "67.6 GB", "191 sequences", "13.392 TB"])
+    assert_solution_quotes(EX, [
+        "18×", "9×", "288", "4 per GPU", "25.8 ms", "1.43 ms", "6.71 ms", "0.373 ms", "67.6 GB",
+        "191 sequences", "13.392 TB"
+    ])
 
 

@@ -120,8 +120,10 @@ def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, ["40,960 B", "655,360 B", "1,469,264 tokens", "481.4 GB", "2,938,528 tokens",
-                   "2,507,904", "160 all-reduces"])
+    assert_solution_quotes(EX, [
+        "40,960 B", "655,360 B", "1,469,264 tokens", "481.4 GB", "2,938,528 tokens", "2,507,904",
+        "160 all-reduces"
+    ])
 
 
 def test_selftest_cases_are_well_formed() -> None:

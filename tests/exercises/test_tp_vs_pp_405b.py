@@ -105,5 +105,7 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_notes_numbers() -> None:
-    assert_solution_quotes(EX, ["**252 all-reduces", "**64,512 B**", "**15.1 ms**", "**30.3 ms**",
-                   "**811.7 GB**", "640 GB", "50.73 GB per GPU"])
+    assert_solution_quotes(EX, [
+        "**252 all-reduces", "**64,512 B**", "**15.1 ms**", "**30.3 ms**", "**811.7 GB**", "640 GB",
+        "50.73 GB per GPU"
+    ])
