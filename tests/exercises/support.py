@@ -95,51 +95,48 @@ class ExerciseUnderTest:
 
         return pytest.fixture(scope="module", name="spec")(spec)
 
+    def assert_solution_quotes(self, figures: Iterable[str]) -> None:
+        """The solution rendered for the canonical variant shows each of `figures` as written (the
+        research notes' numbers, so a change of formula that moves them is seen)."""
+        from exercises import templating
 
-def assert_solution_quotes(eut: ExerciseUnderTest, figures: Iterable[str]) -> None:
-    """The solution rendered for the canonical variant shows each of `figures` as written (the
-    research notes' numbers, so a change of formula that moves them is seen)."""
-    from exercises import templating
+        text = templating.render((self.folder / "solution.md").read_text(encoding="utf-8"),
+                                 self.module.CANONICAL, self.module.solve(self.module.CANONICAL),
+                                 "solution.md")
+        for figure in figures:
+            assert figure in text, figure
 
-    text = templating.render((eut.folder / "solution.md").read_text(encoding="utf-8"),
-                             eut.module.CANONICAL, eut.module.solve(eut.module.CANONICAL),
-                             "solution.md")
-    for figure in figures:
-        assert figure in text, figure
+    def assert_selftest_cases_well_formed(self, wrong: str, right: str) -> None:
+        """selftest.toml names real parts, each case is invalid or has a score, one is invalid, the
+        answer `wrong` (typically off by 2x) scores 0 and `right` (typically in other units) 1."""
+        cases = tomllib.loads((self.folder / "selftest.toml").read_text(encoding="utf-8"))["case"]
+        assert all(c["part"] in self.parts and (c.get("invalid") or "score" in c) for c in cases)
+        assert any(c.get("invalid") for c in cases)
+        assert any(c["answer"] == wrong and c["score"] == 0 for c in cases)
+        assert any(c["answer"] == right and c["score"] == 1 for c in cases)
 
+    def assert_formula_grader_separates(self, spec: ExerciseSpec, part: str = "formula",
+                                        right: str | None = None) -> None:
+        """The real grader gives the canonical formula (the module's, or `right` as a student might
+        write it) full marks and each known mistake of `part` none, with that mistake's own feedback
+        (a formula is graded in a child process, which the contract test's in-process grading
+        leaves out)."""
+        module = self.module
+        p = module.CANONICAL
+        right = module.solve(p)[part] if right is None else right
+        assert graders.grade_answer(spec, part, right, p, seed=1).score == 1.0
+        for m in module.mistakes(p):
+            if m.part == part:
+                r = graders.grade_answer(spec, part, answer_text(spec.part(part), m.answer), p,
+                                         seed=1)
+                assert r.score == 0.0 and r.feedback == m.feedback, m.name
 
-def assert_selftest_cases_well_formed(eut: ExerciseUnderTest, wrong: str, right: str) -> None:
-    """selftest.toml names real parts, each case is invalid or has a score, one is invalid, the
-    answer `wrong` (typically off by 2x) scores 0 and `right` (typically in other units) 1."""
-    cases = tomllib.loads((eut.folder / "selftest.toml").read_text(encoding="utf-8"))["case"]
-    assert all(c["part"] in eut.parts and (c.get("invalid") or "score" in c) for c in cases)
-    assert any(c.get("invalid") for c in cases)
-    assert any(c["answer"] == wrong and c["score"] == 0 for c in cases)
-    assert any(c["answer"] == right and c["score"] == 1 for c in cases)
-
-
-def assert_formula_grader_separates(spec: ExerciseSpec, module: ModuleType,
-                                    part: str = "formula", right: str | None = None) -> None:
-    """The real grader gives the canonical formula (the module's, or `right` as a student might
-    write it) full marks and each known mistake of `part` none, with that mistake's own feedback
-    (a formula is graded in a child process, which the contract test's in-process grading
-    leaves out)."""
-    p = module.CANONICAL
-    right = module.solve(p)[part] if right is None else right
-    assert graders.grade_answer(spec, part, right, p, seed=1).score == 1.0
-    for m in module.mistakes(p):
-        if m.part == part:
-            r = graders.grade_answer(spec, part, answer_text(spec.part(part), m.answer), p,
-                                     seed=1)
-            assert r.score == 0.0 and r.feedback == m.feedback, m.name
-
-
-def assert_statement_shows_only_givens(eut: ExerciseUnderTest, givens: Iterable[str]) -> None:
-    """statement.md uses no solution value (`{{ s.name }}`) but `givens`: no answer or worked
-    intermediate is handed out."""
-    statement = (eut.folder / "statement.md").read_text(encoding="utf-8")
-    used = set(SOLUTION_REF.findall(statement))
-    assert used <= set(givens), used - set(givens)
+    def assert_statement_shows_only_givens(self, givens: Iterable[str]) -> None:
+        """statement.md uses no solution value (`{{ s.name }}`) but `givens`: no answer or worked
+        intermediate is handed out."""
+        statement = (self.folder / "statement.md").read_text(encoding="utf-8")
+        used = set(SOLUTION_REF.findall(statement))
+        assert used <= set(givens), used - set(givens)
 
 
 def assert_mistakes_distinct(eut: ExerciseUnderTest, params: Mapping[str, Any],
@@ -208,42 +205,6 @@ def assert_speed_case_is_seeded_and_distinct(checks: ModuleType, driver: ModuleT
     lookups = results[len(prompts):]
     assert len(lookups) == len(probes)
     assert sum(hit_blocks(r) for r in lookups) > 0.8 * sum(k for _, k in probes)
-
-
-def assert_speed_check_gives_partial_credit(checks: ModuleType, all_cases: list[dict[str, Any]],
-                                            expected: list[dict[str, Any]],
-                                            params: Mapping[str, Any]) -> list[Any]:
-    """The prefix-cache exercises' speed check (exercises/prefix_speed.py): 15x the reference's
-    time (or 0.2 s) still passes, so noise never costs a mark; 50x (or 1 s) fails that check
-    alone. Returns the checks' results on the slow run, for the caller's score."""
-    import json
-
-    got = json.loads(json.dumps(expected))
-    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
-    ref_s = expected[speed]["cpu_s"]
-    got[speed]["cpu_s"] = max(ref_s * 15, 0.2)  # slow but within bounds
-    assert all(c.passed for c in checks.check(all_cases, got, expected, params))
-    got[speed]["cpu_s"] = max(ref_s * 50, 1.0)
-    results = checks.check(all_cases, got, expected, params)
-    assert [c.name for c in results if not c.passed] == ["lookup speed"]
-    return results
-
-
-def assert_fast_but_wrong_speed_case_fails(checks: ModuleType, all_cases: list[dict[str, Any]],
-                                           expected: list[dict[str, Any]],
-                                           params: Mapping[str, Any]) -> None:
-    """A replaced driver that skips lookups and copies results is fast and wrong: only the time
-    of the right results counts, so the speed check says it did not judge the time."""
-    import json
-
-    got = json.loads(json.dumps(expected))
-    speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
-    got[speed]["output"]["speed"]["digest"] = "0" * 16
-    got[speed]["cpu_s"] = expected[speed]["cpu_s"] / 10
-    results = {c.name: c for c in checks.check(all_cases, got, expected, params)}
-    assert [n for n, c in results.items() if not c.passed] == ["large case matches",
-                                                                "lookup speed"]
-    assert "not judged" in results["lookup speed"].message
 
 
 class CodePart:
@@ -366,6 +327,75 @@ class CodePart:
         return (pytest.fixture(scope="module", name="all_cases")(all_cases),
                 pytest.fixture(scope="module", name="expected")(expected))
 
+    def assert_hidden_cases_seeded(self, cached: str = "_random_inputs") -> list[dict[str, Any]]:
+        """The hidden cases are a function of the seed: the same again after the draws' cache
+        (`checks.<cached>`), on the canonical variant is cleared, others for another seed. Returns those of seed 7."""
+        checks, params = self.checks, self.params
+        a = checks.hidden_cases(params, 7)
+        getattr(checks, cached).cache_clear()
+        assert checks.hidden_cases(params, 7) == a
+        assert checks.hidden_cases(params, 8) != a
+        return a
+
+    def assert_hidden_cases_same_in_another_process(self, tmp_path: Path) -> None:
+        """Another process, with another hash seed, draws the same hidden cases. It also loads a
+        module full of literals >= 100, which Hypothesis would like to mix into its draws; the
+        cases must not change (the grader draws them in a worker, the student's run in a child).
+        Drawn for the canonical variant (the exercises whose cases ignore the variant draw the same
+        cases for `{}`)."""
+        import json
+        import os
+        import subprocess
+
+        (tmp_path / "many_literals.py").write_text(
+            "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
+        source = (
+            "import importlib.util, json, sys\n"
+            "import many_literals\n"
+            f"spec = importlib.util.spec_from_file_location('c', {str(self.code / 'checks.py')!r})\n"
+            "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
+            "spec.loader.exec_module(m)\n"
+            f"print(json.dumps(m.hidden_cases(json.loads({json.dumps(self.params)!r}), 7)))\n"
+        )
+        root = EXERCISES.parent
+        env = dict(os.environ, PYTHONHASHSEED="4242",
+                   PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
+        out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
+                             text=True, check=True, cwd=root)
+        assert json.loads(out.stdout) == self.checks.hidden_cases(self.params, 7)
+
+    def assert_speed_check_gives_partial_credit(self, all_cases: list[dict[str, Any]],
+                                                expected: list[dict[str, Any]]) -> list[Any]:
+        """The prefix-cache exercises' speed check (exercises/prefix_speed.py): 15x the reference's
+        time (or 0.2 s) still passes, so noise never costs a mark; 50x (or 1 s) fails that check
+        alone. Returns the checks' results on the slow run, for the caller's score."""
+        import json
+
+        got = json.loads(json.dumps(expected))
+        speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+        ref_s = expected[speed]["cpu_s"]
+        got[speed]["cpu_s"] = max(ref_s * 15, 0.2)  # slow but within bounds
+        assert all(c.passed for c in self.checks.check(all_cases, got, expected, self.params))
+        got[speed]["cpu_s"] = max(ref_s * 50, 1.0)
+        results = self.checks.check(all_cases, got, expected, self.params)
+        assert [c.name for c in results if not c.passed] == ["lookup speed"]
+        return results
+
+    def assert_fast_but_wrong_speed_case_fails(self, all_cases: list[dict[str, Any]],
+                                               expected: list[dict[str, Any]]) -> None:
+        """A replaced driver that skips lookups and copies results is fast and wrong: only the time
+        of the right results counts, so the speed check says it did not judge the time."""
+        import json
+
+        got = json.loads(json.dumps(expected))
+        speed = next(i for i, c in enumerate(all_cases) if "speed" in c["input"])
+        got[speed]["output"]["speed"]["digest"] = "0" * 16
+        got[speed]["cpu_s"] = expected[speed]["cpu_s"] / 10
+        results = {c.name: c for c in self.checks.check(all_cases, got, expected, self.params)}
+        assert [n for n, c in results.items() if not c.passed] == ["large case matches",
+                                                                    "lookup speed"]
+        assert "not judged" in results["lookup speed"].message
+
 
 @functools.cache
 def code_part(slug: str) -> CodePart:
@@ -376,42 +406,3 @@ def code_part(slug: str) -> CodePart:
 def check_score(results: Sequence[Any]) -> float:
     """The weighted share of checks passed, as the code grader scores."""
     return sum(c.weight for c in results if c.passed) / sum(c.weight for c in results)
-
-
-def assert_hidden_cases_seeded(checks: ModuleType, params: Mapping[str, Any],
-                               cached: str = "_random_inputs") -> list[dict[str, Any]]:
-    """The hidden cases are a function of the seed: the same again after the draws' cache
-    (`checks.<cached>`) is cleared, others for another seed. Returns those of seed 7."""
-    a = checks.hidden_cases(params, 7)
-    getattr(checks, cached).cache_clear()
-    assert checks.hidden_cases(params, 7) == a
-    assert checks.hidden_cases(params, 8) != a
-    return a
-
-
-def assert_hidden_cases_same_in_another_process(code: CodePart, tmp_path: Path) -> None:
-    """Another process, with another hash seed, draws the same hidden cases. It also loads a
-    module full of literals >= 100, which Hypothesis would like to mix into its draws; the
-    cases must not change (the grader draws them in a worker, the student's run in a child).
-    Drawn for the canonical variant (the exercises whose cases ignore the variant draw the same
-    cases for `{}`)."""
-    import json
-    import os
-    import subprocess
-
-    (tmp_path / "many_literals.py").write_text(
-        "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
-    source = (
-        "import importlib.util, json, sys\n"
-        "import many_literals\n"
-        f"spec = importlib.util.spec_from_file_location('c', {str(code.code / 'checks.py')!r})\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        f"print(json.dumps(m.hidden_cases(json.loads({json.dumps(code.params)!r}), 7)))\n"
-    )
-    root = EXERCISES.parent
-    env = dict(os.environ, PYTHONHASHSEED="4242",
-               PYTHONPATH=os.pathsep.join([str(root), str(tmp_path)]))
-    out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
-                         text=True, check=True, cwd=root)
-    assert json.loads(out.stdout) == code.checks.hidden_cases(code.params, 7)

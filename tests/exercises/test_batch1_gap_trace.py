@@ -12,11 +12,7 @@ import pytest
 from exercises import registry, templating
 from exercises.batch1_gap_trace import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-)
+from tests.exercises.support import ExerciseUnderTest
 
 # Imported as a package module, not load_by_path: the module defines dataclasses, which need it
 # registered in sys.modules.
@@ -199,7 +195,7 @@ STATEMENT_GIVENS = {"observed_tok_s", "ratio", "layers", "hidden", "q_heads", "k
 
 
 def test_statement_shows_only_givens_and_points_to_the_trace():
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
     text = (FOLDER / "statement.md").read_text(encoding="utf-8")
     assert "q03_trace.json" in text and "Download the trace" in text
 
@@ -213,7 +209,7 @@ def test_templates_render_for_many_variants():
 
 
 def test_canonical_solution_quotes_the_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "15.144 GB", "4.521 ms", "221 tokens/s", "6.759 ms", "2.123 ms", "2.680 ms", "1.226 ms",
         "88.7 tokens/s", "392 kernels"
     ])

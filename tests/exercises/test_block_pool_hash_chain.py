@@ -12,10 +12,7 @@ import pytest
 from exercises.block_pool_hash_chain import exercise as ex
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_fast_but_wrong_speed_case_fails,
-    assert_hidden_cases_seeded,
     assert_speed_case_is_seeded_and_distinct,
-    assert_speed_check_gives_partial_credit,
     check_score,
     code_part,
 )
@@ -112,7 +109,7 @@ def test_reference_results_do_not_depend_on_the_hash() -> None:
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("same-block-different-parent", "freed-blocks-stay-hittable",
@@ -141,7 +138,7 @@ def test_regression_check_names_the_incarnation(all_cases: list[dict[str, Any]],
 
 def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, Any]],
                                                       expected: list[dict[str, Any]]) -> None:
-    results = assert_speed_check_gives_partial_credit(checks, all_cases, expected, ex.CANONICAL)
+    results = CODE_PART.assert_speed_check_gives_partial_credit(all_cases, expected)
     assert check_score(results) == pytest.approx(12 / 13)
 
 
@@ -151,7 +148,7 @@ def test_speed_case_is_drawn_per_submission_and_never_repeats() -> None:
 
 def test_a_fast_but_wrong_large_case_does_not_pass_the_speed_check(
         all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert_fast_but_wrong_speed_case_fails(checks, all_cases, expected, ex.CANONICAL)
+    CODE_PART.assert_fast_but_wrong_speed_case_fails(all_cases, expected)
 
 def test_edge_parent_reused_under_cached_child() -> None:
     # Hand-written: A = [1,1,2,2,3,3] freed first block first; X = [8,8,8] reuses block 0 and

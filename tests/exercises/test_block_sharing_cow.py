@@ -10,13 +10,7 @@ import pytest
 
 from exercises import templating
 from exercises.spec import ExerciseSpec, Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_formula_grader_separates,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("block_sharing_cow")
 EX = ExerciseUnderTest.load(ex)
@@ -162,7 +156,7 @@ def test_variants_are_sensible_and_differ() -> None:
 # --- mistakes --------------------------------------------------------------------------------
 
 def test_formula_and_its_mistakes(spec: ExerciseSpec) -> None:
-    assert_formula_grader_separates(spec, ex, "saving_formula", "1 - (P + n*O)/(n*(P+O))")
+    EX.assert_formula_grader_separates(spec, "saving_formula", "1 - (P + n*O)/(n*(P+O))")
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -174,11 +168,11 @@ def test_templates_render_for_every_variant(spec: ExerciseSpec) -> None:
         text += templating.render(spec.solution_template, p, s, "solution.md")
         assert "nan" not in text.lower().split()
     # The statement shows givens only: no answer or worked intermediate.
-    assert_statement_shows_only_givens(EX, ())
+    EX.assert_statement_shows_only_givens(())
 
 
 def test_canonical_solution_quotes_the_worked_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "4 \\times 75", "\\mathbf{ 300 }", "\\mathbf{ 114 }", "62.0 %", "3 copies", "528 blocks",
         "510 blocks", "3.4 %", "62.5 %", "75 %"
     ])

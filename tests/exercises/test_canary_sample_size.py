@@ -10,12 +10,7 @@ from typing import Any
 import pytest
 
 from exercises import templating
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    code_part,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, code_part, load_by_path
 
 ex = load_by_path("canary_sample_size")
 EX = ExerciseUnderTest.load(ex)
@@ -178,7 +173,7 @@ def test_driver_error_results_fail_every_check(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("p1-equals-p0", "p1-below-p0", "alpha-half", "power-one", "zero-requests",

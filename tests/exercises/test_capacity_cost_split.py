@@ -8,10 +8,7 @@ import pytest
 
 from exercises import templating
 from exercises.catalog import gpu
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("capacity_cost_split")
 EX = ExerciseUnderTest.load(ex)

@@ -12,10 +12,7 @@ import pytest
 from exercises.chained_block_hash import exercise as ex
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_fast_but_wrong_speed_case_fails,
-    assert_hidden_cases_seeded,
     assert_speed_case_is_seeded_and_distinct,
-    assert_speed_check_gives_partial_credit,
     check_score,
     code_part,
 )
@@ -112,7 +109,7 @@ def test_cached_hashes_stay_prefix_closed() -> None:
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("one-token-prompt", "aligned-prompt-recomputes-a-block", "block-size-1",
@@ -170,7 +167,7 @@ def test_smallest_failing_sequence_is_reported(all_cases: list[dict[str, Any]],
 
 def test_speed_check_gives_partial_credit_never_noise(all_cases: list[dict[str, Any]],
                                                       expected: list[dict[str, Any]]) -> None:
-    results = assert_speed_check_gives_partial_credit(checks, all_cases, expected, ex.CANONICAL)
+    results = CODE_PART.assert_speed_check_gives_partial_credit(all_cases, expected)
     slow = next(c for c in results if not c.passed)
     assert "dictionary probe" in slow.message and check_score(results) == pytest.approx(0.9)
 
@@ -181,7 +178,7 @@ def test_speed_case_is_drawn_per_submission_and_never_repeats() -> None:
 
 def test_a_fast_but_wrong_large_case_does_not_pass_the_speed_check(
         all_cases: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    assert_fast_but_wrong_speed_case_fails(checks, all_cases, expected, ex.CANONICAL)
+    CODE_PART.assert_fast_but_wrong_speed_case_fails(all_cases, expected)
 
 def test_edge_queued_hits_count_against_the_pool() -> None:
     # Hand-written: 4 blocks, X = 5 tokens (3 blocks) freed; Y needs 5 blocks of which 2 are

@@ -8,10 +8,7 @@ import re
 import pytest
 
 from exercises import registry, templating
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("chunked_prefill_lockout")
 EX = ExerciseUnderTest.load(ex)

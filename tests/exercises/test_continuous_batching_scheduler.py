@@ -12,13 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    code_part,
-    load_by_path,
-    load_file,
-)
+from tests.exercises.support import ExerciseUnderTest, code_part, load_by_path, load_file
 
 ex = load_by_path("continuous_batching_scheduler")
 EX = ExerciseUnderTest.load(ex)
@@ -231,7 +225,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 # --- the hidden cases ---------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    CODE_PART.assert_hidden_cases_seeded()
 
 
 def test_hidden_cases_cover_the_edges(expected: list[dict[str, Any]]) -> None:

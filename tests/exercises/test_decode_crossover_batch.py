@@ -7,10 +7,7 @@ import re
 import pytest
 
 from exercises.catalog import gpu
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("decode_crossover_batch")
 EX = ExerciseUnderTest.load(ex)

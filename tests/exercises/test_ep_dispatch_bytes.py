@@ -8,12 +8,7 @@ import random
 import pytest
 
 from exercises.catalog import model
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("ep_dispatch_bytes")
 EX = ExerciseUnderTest.load(ex)
@@ -111,11 +106,11 @@ GIVENS = {"hidden", "topk", "layer_desc", "shared_desc", "experts", "gpn",
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 
 def test_canonical_solution_quotes_the_notes_figures() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "7,392 B", "14,336", "173,824", "10,081,792", "10.08 MB", "9.52", "0.49", "5,040,896",
         "5.04 MB", "50 %", "13.3 MB", "24.4 ms"
     ])

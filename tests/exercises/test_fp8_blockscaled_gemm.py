@@ -10,9 +10,7 @@ from exercises import registry
 from exercises.catalog import gpu
 from exercises.fp8_blockscaled_gemm import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-)
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 VARIANTS = EX.variants()

@@ -14,7 +14,7 @@ import pytest
 import sympy
 
 from exercises import templating
-from tests.exercises.support import ExerciseUnderTest, assert_solution_quotes, load_by_path
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("fp8_kv_scales")
 EX = ExerciseUnderTest.load(ex)
@@ -218,7 +218,7 @@ def test_templates_render_for_every_variant(which):
 
 
 def test_canonical_solution_quotes_the_worked_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "448", "55.2 %", "6.25", "5.88 %", "2.232", "0.341", "1.115", "1.456", "28,672",
         "| 100 | 96 |"
     ])

@@ -13,11 +13,7 @@ from types import ModuleType
 import pytest
 
 from exercises.catalog import model
-from tests.exercises.support import (
-    EXERCISES,
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import EXERCISES, ExerciseUnderTest, load_by_path
 
 ex = load_by_path("fused_rope_positions")
 EX = ExerciseUnderTest.load(ex)

@@ -8,7 +8,7 @@ import pytest
 
 from exercises.gqa_vs_mla_tp import exercise as ex
 from exercises.mla_tp_copy import exercise as q22
-from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -122,6 +122,6 @@ GIVENS = {"gqa_layers", "gqa_q_heads", "gqa_kv_heads", "gqa_head_dim", "mla_laye
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 

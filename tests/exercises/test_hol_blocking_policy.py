@@ -16,7 +16,6 @@ from exercises import engine_sim as sim
 from exercises import registry
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -276,7 +275,7 @@ def test_smallest_failing_workload_is_reported(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_sized() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     assert [checks.size_key(c) for c in a] == sorted(checks.size_key(c) for c in a)

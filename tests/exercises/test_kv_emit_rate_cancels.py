@@ -11,11 +11,7 @@ from exercises import templating
 from exercises.catalog import gpu, model
 from exercises.spec import Quantity
 from graders.formula import parse_formula
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    close,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, close, load_by_path
 
 ex = load_by_path("kv_emit_rate_cancels")
 EX = ExerciseUnderTest.load(ex)

@@ -12,14 +12,7 @@ import pytest
 
 from exercises import engine_sim
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    close,
-    code_part,
-    load_by_path,
-    load_file,
-)
+from tests.exercises.support import ExerciseUnderTest, close, code_part, load_by_path, load_file
 
 ex = load_by_path("kv_page_ledger")
 EX = ExerciseUnderTest.load(ex)
@@ -241,7 +234,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("grown-request-preempts-itself", "preempted-go-ahead-of-waiting",

@@ -8,11 +8,7 @@ import pytest
 
 from exercises import templating
 from exercises.catalog import drive
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    close,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, close, load_by_path
 
 ex = load_by_path("kv_tier_value")
 EX = ExerciseUnderTest.load(ex)

@@ -15,8 +15,6 @@ from tests.exercises.support import (
     ExerciseUnderTest,
     assert_graders_accept_and_name,
     assert_mistakes_distinct,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
     close,
     load_by_path,
 )
@@ -204,11 +202,11 @@ def test_templates_render_for_every_variant(which):
 
 
 def test_statement_shows_only_givens():
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
 
 
 def test_canonical_solution_quotes_the_blurb_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "2,684,354,560", "2.684 GB", "0.314 s", "8.54 GB/s", "1.07 GB/s", "2.1 %", "6.71 ms",
         "53.7 ms", "81,920", "82–410", "11.4 req/s", "3.18", "3.6"
     ])

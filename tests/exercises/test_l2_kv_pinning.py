@@ -7,12 +7,7 @@ import math
 import pytest
 
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("l2_kv_pinning")
 EX = ExerciseUnderTest.load(ex)
@@ -92,11 +87,11 @@ STATEMENT_GIVENS = {"layers", "hidden", "q_heads", "kv_heads", "head_dim", "voca
 
 
 def test_statement_shows_only_givens():
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
 
 
 def test_canonical_solution_quotes_the_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "49.37 GB", "0.080 %", "37.5 MiB", "8.39 MB", "16.91 GB", "5.05 ms", "34 %", "12 µs"
     ])
 

@@ -13,7 +13,6 @@ import pytest
 from exercises import registry
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -211,7 +210,7 @@ def test_driver_reports_bad_return_types() -> None:
 # --- hidden cases ------------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    assert_hidden_cases_seeded(checks, ex.CANONICAL, "_random_knobs")
+    CODE_PART.assert_hidden_cases_seeded("_random_knobs")
 
 
 def test_hidden_cases_cover_the_edges_and_are_sorted() -> None:

@@ -11,12 +11,7 @@ from exercises import templating
 from exercises.catalog import model
 from exercises.max_concurrency import exercise as ex
 from exercises.spec import ExerciseSpec, Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_formula_grader_separates,
-    assert_selftest_cases_well_formed,
-    assert_solution_quotes,
-)
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS = EX.folder, EX.parts
@@ -152,18 +147,18 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "40,960 B", "55.89 GB", "85,280", "1,364,480 tokens", "10.41x", "17.64", "79.19GiB"
     ])
 
 
 def test_selftest_cases_are_well_formed() -> None:
     # "81920 B" is off by 2x; "52.05 GiB" is right, in other units.
-    assert_selftest_cases_well_formed(EX, "81920 B", "52.05 GiB")
+    EX.assert_selftest_cases_well_formed("81920 B", "52.05 GiB")
 
 
 # --- the platform's graders -------------------------------------------------------------------
 
 
 def test_the_formula_grader_separates_every_mistake(spec: ExerciseSpec) -> None:
-    assert_formula_grader_separates(spec, ex)
+    EX.assert_formula_grader_separates(spec)

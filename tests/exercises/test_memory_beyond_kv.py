@@ -10,11 +10,7 @@ from exercises import templating
 from exercises.catalog import model
 from exercises.memory_beyond_kv import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_selftest_cases_well_formed,
-    assert_solution_quotes,
-)
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS = EX.folder, EX.parts
@@ -98,13 +94,13 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "469.8", "0.470 GB", "525.3", "0.525 GB", "54.97", "41,962 tokens", "4.20 GB"
     ])
 
 
 def test_selftest_cases_are_well_formed() -> None:
     # "1.05 GB" is off by 2x; "448 MiB" is right, in other units.
-    assert_selftest_cases_well_formed(EX, "1.05 GB", "448 MiB")
+    EX.assert_selftest_cases_well_formed("1.05 GB", "448 MiB")
 
 

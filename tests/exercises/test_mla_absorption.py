@@ -8,7 +8,7 @@ import pytest
 
 from exercises.mla_absorption import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -144,6 +144,6 @@ GIVENS = {"layers", "q_heads", "d_c", "d_r", "d_nope", "d_v", "qk_dim", "heads_g
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 

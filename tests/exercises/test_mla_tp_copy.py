@@ -9,7 +9,7 @@ import pytest
 from exercises.catalog import model
 from exercises.mla_tp_copy import exercise as ex
 from exercises.spec import Quantity
-from tests.exercises.support import ExerciseUnderTest, assert_statement_shows_only_givens
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS, NUMBER_PARTS = EX.folder, EX.parts, EX.number_parts
@@ -142,6 +142,6 @@ GIVENS = {"layers", "q_heads", "d_c", "d_r", "hbm_gb", "mem_util_pct", "ckpt_gb"
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 

@@ -9,12 +9,7 @@ import random
 import pytest
 
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("moe_calibration_coverage")
 EX = ExerciseUnderTest.load(ex)
@@ -97,11 +92,11 @@ STATEMENT_GIVENS = {"moe_layers", "layers", "experts", "top_k", "shared_text", "
 
 
 def test_statement_shows_only_givens():
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
 
 
 def test_canonical_solution_quotes_the_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "262,144", "8,192 tokens", "819.2 tokens", "0.875", "2,293,760", "1,120", "8.75×"
     ])
 

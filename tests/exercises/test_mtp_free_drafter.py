@@ -8,7 +8,7 @@ import math
 import pytest
 
 from exercises import templating
-from tests.exercises.support import ExerciseUnderTest, assert_solution_quotes, close, load_by_path
+from tests.exercises.support import ExerciseUnderTest, close, load_by_path
 
 ex = load_by_path("mtp_free_drafter")
 EX = ExerciseUnderTest.load(ex)
@@ -93,6 +93,6 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, ["1.615 B", "4.41", "4.30", "1.800", "84.0", "1.76", "1.81", "0.92"])
+    EX.assert_solution_quotes(["1.615 B", "4.41", "4.30", "1.800", "84.0", "1.76", "1.81", "0.92"])
 
 

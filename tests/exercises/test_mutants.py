@@ -13,11 +13,7 @@ import pytest
 
 from exercises import mutants, registry
 from graders.selftest import SANDBOXED
-from tests.exercises.support import (
-    assert_hidden_cases_same_in_another_process,
-    check_score,
-    code_part,
-)
+from tests.exercises.support import check_score, code_part
 
 # A code part is only worth its checks if they tell this many distinct bugs apart.
 MIN_CODE_MUTANTS = 6
@@ -100,7 +96,7 @@ def test_the_reference_passes_every_check(slug: str, seed: int) -> None:
 
 @pytest.mark.parametrize("slug", _code_slugs())
 def test_hidden_cases_are_the_same_in_another_process(slug: str, tmp_path: Path) -> None:
-    assert_hidden_cases_same_in_another_process(code_part(slug), tmp_path)
+    code_part(slug).assert_hidden_cases_same_in_another_process(tmp_path)
 
 
 # -- the builder itself ----------------------------------------------------------------------

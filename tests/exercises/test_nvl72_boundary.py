@@ -7,12 +7,7 @@ import math
 import pytest
 
 from exercises.catalog import domain, model
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("nvl72_boundary")
 EX = ExerciseUnderTest.load(ex)
@@ -101,11 +96,11 @@ GIVENS = {"rack", "rack_gpus", "rack_gpu", "rack_nic", "rack_nvlink_gbs", "rack_
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 
 def test_canonical_solution_quotes_the_notes_figures() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "18×", "9×", "288", "4 per GPU", "25.8 ms", "1.43 ms", "6.71 ms", "0.373 ms", "67.6 GB",
         "191 sequences", "13.392 TB"
     ])

@@ -18,7 +18,6 @@ import pytest
 from exercises import engine_sim, templating
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_hidden_cases_seeded,
     check_score,
     close,
     code_part,
@@ -259,7 +258,7 @@ def test_the_rule_cannot_edit_the_simulators_view() -> None:
 
 
 def test_hidden_cases_are_deterministic_sorted_and_moderate() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     sizes = [checks.size_key(c) for c in a]
     assert sizes == sorted(sizes)
     assert len({c["id"] for c in a}) == len(a)

@@ -10,13 +10,7 @@ import pytest
 
 from exercises import templating
 from exercises.spec import ExerciseSpec
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_formula_grader_separates,
-    assert_selftest_cases_well_formed,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("paging_waste_bound")
 EX = ExerciseUnderTest.load(ex)
@@ -134,7 +128,7 @@ def test_deployments_exist_in_the_catalog() -> None:
 # --- mistakes --------------------------------------------------------------------------------
 
 def test_bound_formula_and_its_mistakes(spec: ExerciseSpec) -> None:
-    assert_formula_grader_separates(spec, ex, "bound", "N*B - N")
+    EX.assert_formula_grader_separates(spec, "bound", "N*B - N")
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -151,7 +145,7 @@ def test_templates_render_for_every_variant(spec: ExerciseSpec) -> None:
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
 
 
 def test_canonical_solution_quotes_the_worked_numbers(spec: ExerciseSpec) -> None:
@@ -164,4 +158,4 @@ def test_canonical_solution_quotes_the_worked_numbers(spec: ExerciseSpec) -> Non
 
 def test_selftest_has_the_required_cases() -> None:
     # "21.3 GB" is off by 2x; "9.92 GiB" is right, in another unit.
-    assert_selftest_cases_well_formed(EX, "21.3 GB", "9.92 GiB")
+    EX.assert_selftest_cases_well_formed("21.3 GB", "9.92 GiB")

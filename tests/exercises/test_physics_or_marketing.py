@@ -8,10 +8,7 @@ import pytest
 
 from exercises import templating
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("physics_or_marketing")
 EX = ExerciseUnderTest.load(ex)

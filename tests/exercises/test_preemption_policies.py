@@ -10,11 +10,7 @@ import pytest
 
 from exercises import engine_sim, templating
 from exercises.catalog import gpu, model
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    close,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, close, load_by_path
 
 ex = load_by_path("preemption_policies")
 EX = ExerciseUnderTest.load(ex)

@@ -9,12 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    code_part,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, code_part, load_by_path
 
 ex = load_by_path("prefix_boundary_diagnosis")
 EX = ExerciseUnderTest.load(ex)
@@ -158,7 +153,7 @@ def test_hints_name_the_broken_rule(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("lcp-same-text-other-tokens", "reuse-identical-prompts",

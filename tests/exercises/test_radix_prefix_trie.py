@@ -12,13 +12,7 @@ from typing import Any
 import pytest
 
 from exercises import templating
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    code_part,
-    load_by_path,
-    load_file,
-)
+from tests.exercises.support import ExerciseUnderTest, code_part, load_by_path, load_file
 
 ex = load_by_path("radix_prefix_trie")
 EX = ExerciseUnderTest.load(ex)
@@ -279,7 +273,7 @@ def test_paged_partial_page_by_hand() -> None:
 # --- the hidden cases and the checks' plumbing --------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    CODE_PART.assert_hidden_cases_seeded()
 
 
 def test_hidden_cases_cover_the_edges(expected: list[dict[str, Any]],

@@ -5,10 +5,7 @@ import re
 
 import pytest
 
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("recompute_vs_fetch")
 EX = ExerciseUnderTest.load(ex)

@@ -13,13 +13,7 @@ from typing import Any
 import pytest
 
 from exercises import templating
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_hidden_cases_seeded,
-    code_part,
-    load_by_path,
-    load_file,
-)
+from tests.exercises.support import ExerciseUnderTest, code_part, load_by_path, load_file
 
 ex = load_by_path("region_loss_fleet")
 EX = ExerciseUnderTest.load(ex)
@@ -183,7 +177,7 @@ def test_driver_errors_and_forged_lines_fail(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_cover_the_edges_and_are_deterministic() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("canonical", "two-regions", "four-equal-regions", "tiny-regions",

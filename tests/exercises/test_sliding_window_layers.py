@@ -9,12 +9,7 @@ import sympy
 
 from exercises import templating
 from exercises.catalog import model
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_selftest_cases_well_formed,
-    assert_solution_quotes,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("sliding_window_layers")
 EX = ExerciseUnderTest.load(ex)
@@ -139,7 +134,7 @@ def test_templates_render_for_every_variant(which):
 
 
 def test_canonical_solution_quotes_the_worked_numbers():
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "9.664", "4.837", "49.95 %", "48.44", "2,048", "8,336", "12.41", "6.21",
         "6 requests instead of 12"
     ])
@@ -147,6 +142,6 @@ def test_canonical_solution_quotes_the_worked_numbers():
 
 def test_selftest_cases_are_well_formed():
     # "19.33 GB" is off by 2x; "9 GiB" is right, in another unit.
-    assert_selftest_cases_well_formed(EX, "19.33 GB", "9 GiB")
+    EX.assert_selftest_cases_well_formed("19.33 GB", "9 GiB")
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_hidden_cases_seeded,
     assert_mistakes_distinct,
     code_part,
     load_by_path,
@@ -133,7 +132,7 @@ def test_hidden_restart_is_named_in_the_message(all_cases: list[dict[str, Any]],
 
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("restart-counters-rise", "restart-counters-drop", "no-drafts",

@@ -16,7 +16,6 @@ import pytest
 from exercises import templating
 from tests.exercises.support import (
     ExerciseUnderTest,
-    assert_hidden_cases_seeded,
     check_score,
     code_part,
     load_by_path,
@@ -211,7 +210,7 @@ def test_choose_finds_the_best_plan_when_the_guard_is_idle(seed: int) -> None:
 # --- the hidden cases -------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_and_cover_the_edges() -> None:
-    a = assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    a = CODE_PART.assert_hidden_cases_seeded()
     ids = [c["id"] for c in a]
     assert len(ids) == len(set(ids))
     for name in ("table-speedup-b64-a0.3", "e-alpha1", "best-k-all-tie", "invalid-alpha-negative",

@@ -16,7 +16,7 @@ import pytest
 
 from exercises import templating
 from exercises.stop_strings_stream import exercise as ex
-from tests.exercises.support import assert_hidden_cases_seeded, code_part
+from tests.exercises.support import code_part
 
 FOLDER = Path(ex.__file__).resolve().parent
 CODE = FOLDER / "code"
@@ -111,7 +111,7 @@ def test_smallest_failing_case_is_reported(all_cases: list[dict[str, Any]],
 # --- the hidden cases ------------------------------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:
-    assert_hidden_cases_seeded(checks, ex.CANONICAL)
+    CODE_PART.assert_hidden_cases_seeded()
 
 
 def test_hidden_cases_cover_the_edges(all_cases: list[dict[str, Any]]) -> None:

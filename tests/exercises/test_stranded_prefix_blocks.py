@@ -11,14 +11,7 @@ import pytest
 
 from exercises import templating
 from exercises.spec import ExerciseSpec
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_formula_grader_separates,
-    assert_selftest_cases_well_formed,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("stranded_prefix_blocks")
 EX = ExerciseUnderTest.load(ex)
@@ -234,7 +227,7 @@ def test_variants_are_sensible_and_differ() -> None:
 # --- mistakes --------------------------------------------------------------------------------
 
 def test_formula_and_its_mistakes(spec: ExerciseSpec) -> None:
-    assert_formula_grader_separates(spec, ex, "stranded_formula", "S*(N-i-1)")
+    EX.assert_formula_grader_separates(spec, "stranded_formula", "S*(N-i-1)")
 
 
 # --- templates -------------------------------------------------------------------------------
@@ -248,11 +241,11 @@ def test_templates_render_for_every_variant(spec: ExerciseSpec) -> None:
         text = templating.render(spec.statement_template, p, s, "statement.md")
         text += templating.render(spec.solution_template, p, s, "solution.md")
         assert "nan" not in text.lower().split()
-    assert_statement_shows_only_givens(EX, STATEMENT_GIVENS)
+    EX.assert_statement_shows_only_givens(STATEMENT_GIVENS)
 
 
 def test_canonical_solution_quotes_the_worked_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "327,680", "5,242,880 B", "655,360 B", "2,048 blocks", "2,047", "10.73 GB", "10.74 GB",
         "26.21 GB"
     ])
@@ -260,4 +253,4 @@ def test_canonical_solution_quotes_the_worked_numbers() -> None:
 
 def test_selftest_has_the_required_cases() -> None:
     # "21.46 GB" is off by 2x; "10 GiB" is right, in another unit.
-    assert_selftest_cases_well_formed(EX, "21.46 GB", "10 GiB")
+    EX.assert_selftest_cases_well_formed("21.46 GB", "10 GiB")

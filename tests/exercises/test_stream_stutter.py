@@ -9,10 +9,7 @@ import pytest
 
 from exercises import registry
 from exercises.catalog import gpu
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("stream_stutter")
 EX = ExerciseUnderTest.load(ex)

@@ -9,12 +9,7 @@ import pytest
 from exercises.catalog import model
 from exercises.spec import ExerciseSpec, Quantity
 from exercises.tp_past_kv_heads import exercise as ex
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_formula_grader_separates,
-    assert_selftest_cases_well_formed,
-    assert_solution_quotes,
-)
+from tests.exercises.support import ExerciseUnderTest
 
 EX = ExerciseUnderTest.load(ex)
 FOLDER, PARTS = EX.folder, EX.parts
@@ -120,7 +115,7 @@ def test_mistakes_are_distinct_from_the_reference_and_each_other() -> None:
 
 
 def test_canonical_solution_quotes_the_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "40,960 B", "655,360 B", "1,469,264 tokens", "481.4 GB", "2,938,528 tokens", "2,507,904",
         "160 all-reduces"
     ])
@@ -128,8 +123,8 @@ def test_canonical_solution_quotes_the_numbers() -> None:
 
 def test_selftest_cases_are_well_formed() -> None:
     # "962.9 GB" is off by 2x; "448.4 GiB" is right, in other units.
-    assert_selftest_cases_well_formed(EX, "962.9 GB", "448.4 GiB")
+    EX.assert_selftest_cases_well_formed("962.9 GB", "448.4 GiB")
 
 
 def test_the_formula_grader_separates_every_mistake(spec: ExerciseSpec) -> None:
-    assert_formula_grader_separates(spec, ex)
+    EX.assert_formula_grader_separates(spec)

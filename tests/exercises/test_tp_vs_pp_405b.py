@@ -10,7 +10,7 @@ import pytest
 
 from exercises import templating
 from exercises.catalog import domain, model
-from tests.exercises.support import ExerciseUnderTest, assert_solution_quotes, load_by_path
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("tp_vs_pp_405b")
 EX = ExerciseUnderTest.load(ex)
@@ -105,7 +105,7 @@ def test_templates_render_for_every_variant(which: str) -> None:
 
 
 def test_canonical_solution_quotes_the_notes_numbers() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "**252 all-reduces", "**64,512 B**", "**15.1 ms**", "**30.3 ms**", "**811.7 GB**", "640 GB",
         "50.73 GB per GPU"
     ])

@@ -11,10 +11,7 @@ from typing import Any
 import pytest
 
 from exercises.spec import Quantity
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("trtllm_admission")
 EX = ExerciseUnderTest.load(ex)

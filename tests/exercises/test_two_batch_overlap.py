@@ -9,12 +9,7 @@ import pytest
 import sympy
 
 from graders.formula import parse_formula
-from tests.exercises.support import (
-    ExerciseUnderTest,
-    assert_solution_quotes,
-    assert_statement_shows_only_givens,
-    load_by_path,
-)
+from tests.exercises.support import ExerciseUnderTest, load_by_path
 
 ex = load_by_path("two_batch_overlap")
 EX = ExerciseUnderTest.load(ex)
@@ -139,11 +134,11 @@ GIVENS = {"local_experts", "moe_layers", "attn_mb", "expert_mb", "hbm_tbps", "kv
 
 
 def test_statement_shows_only_givens() -> None:
-    assert_statement_shows_only_givens(EX, GIVENS)
+    EX.assert_statement_shows_only_givens(GIVENS)
 
 
 def test_canonical_solution_quotes_the_notes_figures() -> None:
-    assert_solution_quotes(EX, [
+    EX.assert_solution_quotes([
         "666.8", "456.8", "1.46×", "0.865", "26.45", "27 tokens", "8.6 µs", "38.7 ms", "26.5 ms",
         "32.9", "39.4", "1.53×"
     ])
