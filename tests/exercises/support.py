@@ -11,7 +11,7 @@ import random
 import re
 import sys
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -94,6 +94,15 @@ class ExerciseUnderTest:
             return self.spec()
 
         return pytest.fixture(scope="module", name="spec")(spec)
+
+    def rendered(self, which: str, variants: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+        """`which` (statement.md or solution.md) rendered for the canonical variant, then for
+        each of `variants`."""
+        from exercises import templating
+
+        template = (self.folder / which).read_text(encoding="utf-8")
+        for p in [self.module.CANONICAL, *variants]:
+            yield templating.render(template, p, self.module.solve(p), which)
 
     def assert_solution_quotes(self, figures: Iterable[str]) -> None:
         """The solution rendered for the canonical variant shows each of `figures` as written (the

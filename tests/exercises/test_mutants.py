@@ -3,8 +3,8 @@ its look-alike correct solutions the same way (equivalents.toml): each builds, e
 caught by the check it names, each equivalent passes. One test for every exercise; the
 sandboxed run of the same mutants is the selftest's (tests/test_every_exercise.py). Also, for
 every code part (once here rather than a copy per tests/exercises/test_<slug>.py): the reference
-passes every check, the checks are named as CHECKS names them, and another process draws the
-same hidden cases."""
+passes every check, the checks are named as CHECKS names them, an error on every case fails every
+check, and another process draws the same hidden cases."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -83,15 +83,28 @@ def test_every_equivalent_passes(slug: str, name: str, seed: int) -> None:
                                             if not c.passed]
 
 
-@pytest.mark.parametrize(("slug", "seed"), [
-    (slug, seed) for slug in _code_slugs() for seed in sorted({12345, CASE_SEEDS.get(slug, 12345)})
-])
+def _code_draws() -> list[tuple[str, int]]:
+    return [(slug, seed) for slug in _code_slugs()
+            for seed in sorted({12345, CASE_SEEDS.get(slug, 12345)})]
+
+
+@pytest.mark.parametrize(("slug", "seed"), _code_draws())
 def test_the_reference_passes_every_check(slug: str, seed: int) -> None:
     code = code_part(slug)
     results = code.reference_results(seed)
     assert [c.name for c in results] == [name for name, _, _ in code.checks.CHECKS]
     assert all(c.passed for c in results), [f"{c.name}: {c.message}" for c in results
                                             if not c.passed]
+
+
+@pytest.mark.parametrize(("slug", "seed"), _code_draws())
+def test_an_error_on_every_case_fails_every_check(slug: str, seed: int) -> None:
+    # A crashed or killed run is an error record per case: it must earn nothing, not even a
+    # check that only looks at some cases or at timing.
+    code = code_part(slug)
+    cases, expected = code.cases_and_expected(seed)
+    got = [{"error": f"no output for case {c['id']}"} for c in cases]
+    assert not any(c.passed for c in code.checks.check(cases, got, expected, code.params))
 
 
 @pytest.mark.parametrize("slug", _code_slugs())

@@ -381,8 +381,7 @@ def test_timed_results_must_all_match(all_cases: list[dict[str, Any]],
 
 def test_errors_and_forged_lines_fail_every_check(all_cases: list[dict[str, Any]],
                                                   expected: list[dict[str, Any]]) -> None:
-    got = [{"error": f"no output for case {c['id']}"} for c in all_cases]
-    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    # (An error on every case failing every check is the contract's: test_mutants.py.)
     bad = [{"output": {"steps": 5}}, {"output": []}, {"error": 3}, "text",
            {"output": {"steps": [{"tree": [[0, 1]]}]}}]
     got = [bad[i % len(bad)] for i in range(len(all_cases))]

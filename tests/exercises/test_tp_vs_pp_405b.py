@@ -8,7 +8,6 @@ from collections import Counter
 
 import pytest
 
-from exercises import templating
 from exercises.catalog import domain, model
 from tests.exercises.support import ExerciseUnderTest, load_by_path
 
@@ -97,9 +96,7 @@ def test_mistakes_are_distinct_from_the_reference_and_named() -> None:
 
 @pytest.mark.parametrize("which", ["statement.md", "solution.md"])
 def test_templates_render_for_every_variant(which: str) -> None:
-    template = (FOLDER / which).read_text(encoding="utf-8")
-    for p in [ex.CANONICAL, *VARIANTS]:
-        text = templating.render(template, p, ex.solve(p), which)
+    for text in EX.rendered(which, VARIANTS):
         # No negative quantity slips into the prose (e.g. "memory left" on a node that overflows).
         assert "{{" not in text and not re.search(r"\s-\d", text)
 
