@@ -25,19 +25,11 @@ from functools import lru_cache
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, check
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "floor_ms": 0.02,
-    "gap_ms": 0.01,
-    "boundary_ms": 0.02,
-    "launch_idle_ms": 0.02,
-    "slow_kernels_ms": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # The four places the gap can go, as ids of the ranking part.
 SUSPECTS = ("launch_idle", "boundary", "slow_kernels", "small_kernels")
@@ -463,20 +455,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            prev = float(old.answer)
-            if old.part == part and (_close(value, prev, max(tol, 1e-9))
-                                     or _close(prev, value, max(tol, 1e-9))):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9).add
 
     floor = s["floor_ms"].value
     add("floor_ms", s["floor_emb_ms"],
@@ -548,12 +527,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             "measured in the trace: parts 3 to 5 measure three of the four suspects.",
             "gpu_first"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,20 +13,19 @@ trace through a pool with that bug.
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim
+from exercises.file_module import load_file
+from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-TOLERANCE: dict[str, float] = {"shared_tokens": 0.0, "a_after_w": 0.0, "regression_hit": 0.0}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 A_CHUNKS = "PQRSTU"  # A's full blocks
 B_CHUNKS = "XYZ"  # C's own blocks between the shared head and the repeated block
@@ -86,15 +85,7 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 
 def _reference() -> ModuleType:
-    name = "roofline_block_pool_hash_chain_reference"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "code" / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file("roofline_block_pool_hash_chain_reference", HERE / "code" / "reference.py")
 
 
 def _pool(num_blocks: int, block: int, bug: str | None, hash_fn: Any = None) -> Any:
@@ -270,14 +261,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     B = p["block_size"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        if value == float(s[part].value):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, float(value), feedback, name))
+    add = Slips(s, TOLERANCE, out, as_float=True).add
 
     same = s["same_chunk"]
     add("shared_tokens", s["token_match"],

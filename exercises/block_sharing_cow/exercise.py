@@ -20,18 +20,11 @@ import random
 from typing import Any
 
 from exercises.catalog import model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, WithinContext
+from exercises.slips import Slips, near, negative, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (the grader would call it right, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "blocks_no_share": 0.0,
-    "blocks_shared": 0.0,
-    "cow_copies": 0.0,
-    "reasoning_saving": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Full-attention models in the catalog (GQA or MHA, no sliding window, no MLA); only their KV
 # bytes per token are used.
@@ -263,19 +256,6 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    """Two wrong values the grader could confuse: within the tolerance of either (symmetric)."""
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * max(abs(a), abs(b))
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     n, block, prompt, output = p["n"], p["block"], p["prompt"], p["output"]
@@ -304,16 +284,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "decode step.", "every_step"),
     ]
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol) or value < 0:
-            return  # the grader would accept it (or it is meaningless): not a mistake here
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, skip=negative).add
 
     a = s["blocks_no_share"].value
     b = s["blocks_shared"].value

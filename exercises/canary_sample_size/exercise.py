@@ -15,27 +15,21 @@ minutes at 1 % of 200 req/s.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-import sys
 from pathlib import Path
 from statistics import NormalDist
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.file_module import load_file
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-TOLERANCE: dict[str, float] = {
-    "n_errors": 0.01,
-    "n_known": 0.01,
-    "n_mean": 0.01,
-    "minutes": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 FLEET_RPS = (100, 150, 200, 250, 300, 400, 500, 800, 1000)
 CANARY_PCT = (0.5, 1.0, 2.0, 5.0)
@@ -64,15 +58,7 @@ _Z = NormalDist()
 
 def _reference() -> ModuleType:
     """code/reference.py, the one implementation the answers and the code part share."""
-    name = "roofline_canary_sample_size_reference"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "code" / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file("roofline_canary_sample_size_reference", HERE / "code" / "reference.py")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,19 +206,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     z_b_half = _Z.inv_cdf(1 - (1 - power) / 2)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                      or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     two_sided = ("That is a two-sided test (z_{1-α/2}). A canary only asks whether things got "
                  "worse, so the test is one-sided: z_{1-α}.")
@@ -302,12 +276,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "and TTFT is one number per request anyway. The unit is the request.", "tokens"),
     ]
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,18 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "prefill_capacity": 0.02,
-    "decode_capacity": 0.02,
-    "replicas": 0.0,
-    "prefill_share": 0.02,
-    "price_in": 0.02,
-    "price_out": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 GIB = 2**30
 
@@ -264,28 +257,13 @@ def _share_comment(prompt: int, out: int, share: float) -> str:
 # Known mistakes
 
 
-def _near(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b) or abs(a - b) <= rel * abs(a)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     n, mfu, ceiling = p["tp"], p["mfu"], p["ceiling"]
     kappa = s["kappa"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     # -- prefill capacity -------------------------------------------------------------------------
     cp = s["prefill_capacity"].value

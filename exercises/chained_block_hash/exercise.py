@@ -12,21 +12,19 @@ trace; each known mistake is the same trace run through a model with that bug.
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim
+from exercises.file_module import load_file
+from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-TOLERANCE: dict[str, float] = {"d_cached": 0.0, "c_cached": 0.0, "g_evicted": 0.0,
-                               "a_after": 0.0}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 
 def _tokens(block_size: int, full_blocks: int, tail: int) -> list[int]:
@@ -75,19 +73,8 @@ def is_sensible(p: dict[str, Any]) -> bool:
 # ------------------------------------------------------------------ the simulation
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def _reference() -> ModuleType:
-    return _load("roofline_chained_block_hash_reference", HERE / "code" / "reference.py")
+    return load_file("roofline_chained_block_hash_reference", HERE / "code" / "reference.py")
 
 
 def _model(p: dict[str, Any], bug: str | None) -> Any:
@@ -265,14 +252,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             ("no_cap", "unchained_walk", "forward_free", "evict_at_free")}
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        if value == float(s[part].value):
-            return  # the grader would accept it: not a mistake in this variant
-        for i, old in enumerate(out):
-            if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, float(value), feedback, name))
+    add = Slips(s, TOLERANCE, out, as_float=True).add
 
     k, n = s["k"], s["n_a"]
     add("d_cached", k * B,

@@ -23,16 +23,11 @@ from typing import Any
 
 from exercises import engine_sim as sim
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "first_gap": 0.01,
-    "last_gap": 0.01,
-    "lockout": 0.01,
-    "kv_tax": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 TP_CHOICES: dict[str, tuple[int, ...]] = {
     "Llama-3.1-8B": (1, 2),
@@ -317,10 +312,6 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -329,18 +320,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     lin, unit = s["linear_s"], s["attn_unit_s"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _close(value, ref, tol) \
-                or _close(ref, value, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                     or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, skip=unusable).add
 
     no_attn = ("You left out attention. Each chunk's queries attend to every token before them, "
                "and that term is what grows chunk after chunk.")

@@ -13,24 +13,22 @@ drawn from the catalog.
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from exercises import mutants
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim
+from exercises.file_module import load_file
 from exercises.registry import expose_shared_modules
+from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 CODE = HERE / "code"
 
-# Part tolerances, mirrored from exercise.toml: every number part is a count, so exact.
-TOLERANCE: dict[str, float] = {"first_preempt_step": 0.0, "wasted_tokens": 0.0}
+TOLERANCE = tolerances(__file__)  # every number part is a count, so exact
 RIDS = ("R0", "R1", "R2")
 
 # The facts notes' trace: 6 blocks of 4 tokens, budget 8, max_num_seqs 3; R0 = 1..10 (6 new
@@ -49,25 +47,13 @@ CANONICAL: dict[str, Any] = {
 }
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    """A trusted file of this exercise, loaded once under a private module name."""
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def _driver() -> ModuleType:
     expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-    return _load(CODE / "driver.py", "roofline_q29_driver")
+    return load_file("roofline_q29_driver", CODE / "driver.py")
 
 
 def _reference() -> ModuleType:
-    return _load(CODE / "reference.py", "roofline_q29_reference")
+    return load_file("roofline_q29_reference", CODE / "reference.py")
 
 
 def _mutant(name: str) -> ModuleType:
@@ -333,15 +319,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     ref = {"first_preempt_step": float(first["step"]),
            "wasted_tokens": float(sum(e["computed"] for e in events))}
 
-    def add(part: str, value: float | None, feedback: str, name: str) -> None:
-        if value is None or value == ref[part] or value < 0:
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, float(value), feedback, name))
+    # A slip that has no value in this trace (None) is no slip here.
+    add = Slips(ref, TOLERANCE, out, skip=lambda v: v is None or v < 0, as_float=True).add
 
     k = first["step"]
     add("first_preempt_step", k + 1,

@@ -19,16 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, check, slips_show
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "ridge": 0.02,
-    "crossover": 0.02,
-    "alt_crossover": 0.02,
-    "context_limit": 0.01,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # The alternative precisions of part 4: (bytes per weight, math precision). W8A16 and W4A16
 # dequantize to BF16 and run BF16 tensor cores; W8A8-FP8 and W4A8-FP8 run FP8 tensor cores.
@@ -205,14 +200,6 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     g = gpu(p["gpu"])
@@ -222,16 +209,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     f16 = g.bf16_flops
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     ridge = s["ridge"].value
     add("ridge", 2 * ridge,

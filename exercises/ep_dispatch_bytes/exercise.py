@@ -14,23 +14,15 @@ count, node limit, tokens per GPU and the scale group are variant keys the state
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Any
 
 from exercises.catalog import domain, link, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, HasFeature, check
+from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml (mistakes() skips a wrong value inside them).
-TOLERANCE: dict[str, float] = {
-    "dispatch_copy": 0.0,
-    "per_step": 0.005,
-    "nic_share": 0.02,
-    "node_limited": 0.02,
-    "nic_time": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # MoE models whose hidden size splits into whole 128-channel scale groups (GPT-OSS's 2,880 does
 # not, and Mixtral's 8 experts fit inside one node, so neither makes an expert-parallel story).
@@ -203,16 +195,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     disp, comb = s["dispatch_copy"].value, s["combine_copy"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return  # the grader would accept it: not a mistake in this variant
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out,
+                accept=isclose, merge=isclose, merge_floor=1e-9, skip=nonpositive).add
 
     h = s["hidden"]
     add("dispatch_copy", h,
@@ -307,12 +291,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     for option, feedback in wrong.items():
         out.append(Mistake("decode_tradeoff", option, feedback, option))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
 
 
 # ----------------------------------------------------------------------------------------------
