@@ -30,6 +30,7 @@ from exercises.feasibility import (
     Holds,
     WithinContext,
 )
+from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
 
 # ----------------------------------------------------------------------------------------------
@@ -61,13 +62,7 @@ E5M2_ROUND_BOUND = 2.0 ** -3  # 2 stored mantissa bits
 # 448: K_SCALE_CONSTANT defaults to 200 in vllm/envs.py (V_SCALE_CONSTANT 100), leaving headroom.
 VLLM_K_SCALE_CONSTANT = 200
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that falls inside.
-TOLERANCE: dict[str, float] = {
-    "clip_threshold": 0.0,
-    "clip_error": 0.02,
-    "round_bound": 0.06,
-    "ceiling_rise": 0.03,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 NUMBER_PARTS = tuple(TOLERANCE)
 
 
@@ -335,16 +330,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     amax, sigma, n_eval, n_dep = p["amax"], p["sigma"], p["n_eval"], p["n_dep"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader accepts is not a mistake, and one inside another mistake's band
-        # would make the feedback a coin toss: skip both for this variant.
-        if _close(value, ref, tol) or any(
-            m.part == part and _close(value, float(m.answer), max(tol, 1e-9)) for m in out
-        ):
-            return
-        out.append(Mistake(part, value, feedback, name))
+    # A value the grader accepts is not a mistake, and one inside another mistake's band
+    # would make the feedback a coin toss: skip both (drop) for this variant.
+    add = Slips(s, TOLERANCE, out, accept=_close, merge_floor=1e-9, drop=True).add
 
     add("clip_threshold", E4M3FNUZ_MAX,
         "240 is the largest value of E4M3FNUZ, the AMD variant (bias 8); older vLLM docs quote "
@@ -430,6 +418,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
 
 def _close(a: float, b: float, rel: float) -> bool:
+    """Relative to `b`; unlike slips.within, a zero tolerance still forgives float noise."""
     if rel == 0:
         return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
     return abs(a - b) <= rel * abs(b)

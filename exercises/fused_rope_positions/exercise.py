@@ -25,18 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import NODE_GPUS, Claim, Fits, WithinContext, check
 from exercises.kernel_tolerance import tolerance_table
+from exercises.slips import Slips, nonpositive, tolerances, within
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
-TOLERANCE: dict[str, float] = {
-    "rope_bytes": 0.0,
-    "saving_pct": 0.10,
-    "bf16_position": 0.0,
-    "scrambled_pairs": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Number formats by significant bits (the stored mantissa plus the implicit leading one).
 BF16_BITS = 8  # 7 stored + 1: the same 8-bit exponent as FP32, far fewer mantissa bits
@@ -383,10 +377,9 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
-    return abs(a - b) <= rel * abs(b)
+def _from_larger(a: float, b: float, rel: float) -> bool:
+    """Symmetric: two slips within the tolerance of the larger would be one answer."""
+    return within(min(a, b), max(a, b), rel)
 
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
@@ -396,18 +389,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     hq, hkv, d, layers = s["q_heads"], s["kv_heads"], s["head_dim"], s["layers"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, max(tol, 1e-9)):
-            return  # graded correct anyway (or meaningless): not a mistake in this variant
-        for i, old in enumerate(out):
-            # Symmetric: two slips within the tolerance of the larger would be one answer.
-            if old.part == part and _close(min(value, float(old.answer)),
-                                           max(value, float(old.answer)), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=_from_larger, accept_floor=1e-9, merge_floor=1e-9,
+                skip=nonpositive).add
 
     # -- rope_bytes -------------------------------------------------------------------------------
     rb = s["rope_bytes"].value

@@ -23,8 +23,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, check
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
 MLA_MODEL = "DeepSeek-V3"
@@ -32,13 +32,7 @@ KV_BYTES = 2  # BF16 caches on both sides
 FP8_BLOCK = 128  # DeepSeek-V3's FP8 checkpoint: one FP32 scale per 128 x 128 block
 SCALE_BYTES = 4
 
-TOLERANCE: dict[str, float] = {
-    "gqa_token": 0.0,
-    "mla_token": 0.0,
-    "gqa_gpu": 0.0,
-    "mla_gpu": 0.0,
-    "mla_sessions": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # (GPU, TP degree) for both deployments, and the GQA models that make sense there.
 DEPLOYMENTS: dict[tuple[str, int], tuple[str, ...]] = {
@@ -333,10 +327,6 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return abs(a - b) <= max(rel, 1e-9) * abs(b)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     gq = model(p["gqa_model"])
@@ -346,16 +336,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     g_gpu, m_gpu = s["gqa_gpu"].value, s["mla_gpu"].value
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept_floor=1e-9, merge_floor=1e-9, skip=nonpositive).add
 
     # -- gqa_token ----------------------------------------------------------------------------
     add("gqa_token", g_tok / 2, "Half the reference: every layer caches K and V.", "k_only")

@@ -12,23 +12,16 @@ both). Every hardware and model figure comes from exercises/catalog.
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Any
 
 from exercises import engine_sim as sim
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: a known mistake inside them would be graded right,
-# so mistakes() drops it for that variant.
-TOLERANCE: dict[str, float] = {
-    "long_prefill": 0.02,
-    "fcfs_mean": 0.01,
-    "sjf_mean": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Where variants come from. Tensor-parallel degrees divide the 8 KV heads of these models; the
 # weights must fit (is_sensible).
@@ -236,10 +229,6 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -247,18 +236,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     k, tp = p["n_short"], p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _close(value, ref, tol) \
-                or _close(ref, value, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                     or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, skip=unusable).add
 
     n = p["long"]
     linear_s = 2 * m.params * n / f

@@ -22,15 +22,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, check
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "rate_a": 0.02,
-    "rate_long": 0.02,
-    "rate_worst": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 ROW_IDS = ("a", "b", "c", "d", "e", "f")
 
@@ -311,14 +307,6 @@ def _verdict_table(rows: list[dict[str, Any]], budget_gbs: float, mfu: float) ->
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     rows = s["row_data"]
@@ -326,17 +314,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     mfu = p["mfu"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; two equal ones share one entry.
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     # -- the formula ----------------------------------------------------------------------------
     out += [

@@ -23,18 +23,11 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "pool_blocks": 0.002,
-    "exhaust_step": 0.0,
-    "cap_worst": 0.0,
-    "cap_capacity": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 GIB = 2**30
 KV_DTYPE_BYTES = 2  # BF16 KV cache in every variant
@@ -378,29 +371,12 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     B, n, P = p["block"], p["n"], p["prompt"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     bb = s["block_bytes"]
     reserved = (p["act_gib"] + p["nontorch_gib"] + p["graphs_gib"]) * GIB

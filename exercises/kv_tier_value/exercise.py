@@ -29,14 +29,10 @@ from typing import Any
 from exercises.catalog import drive, gpu, link, model
 from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "dram_value": 0.02,
-    "nvme_value": 0.03,
-    "drives_small": 0.0,
-    "ssd_days": 0.01,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 NODE_GPUS = 8  # an HGX board: eight GPUs, each with its own PCIe Gen5 x16 link to the host
 HOST_LINK = "PCIe Gen5 x16"
@@ -275,12 +271,6 @@ def _pair_table(pairs: dict[str, dict[str, Any]], p: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _near(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b) or abs(a - b) <= rel * abs(a)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     d = drive(p["drive"])
@@ -288,17 +278,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     mfu = p["mfu"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # Skip a value the grader would accept; merge two that land together.
-        if not math.isfinite(value) or value == 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    # Only zero or a non-finite value is no slip: a value below zero can be a real one.
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9,
+                skip=lambda v: not math.isfinite(v) or v == 0).add
 
     rc, fe = s["big_recompute_us"], s["big_dram_fetch_us"]
     add("dram_value", rc * NODE_GPUS - fe,

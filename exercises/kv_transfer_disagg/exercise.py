@@ -17,19 +17,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "kv_size": 0.02,
-    "emit_rate": 0.02,
-    "wire_time": 0.02,
-    "transfers": 0.0,
-    "decode_cap": 0.05,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Where variants are drawn from. Prompt lengths are multiples of 2,048 so every block size divides
 # them; tensor-parallel degrees must divide the model's 8 KV heads.
@@ -306,21 +298,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     tp = p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            # Either way round: a slip within tolerance of an earlier one, measured from
-            # either value, cannot be told from it by the number alone.
-            if old.part == part and (_close(value, float(old.answer), max(tol, 1e-9))
-                                     or _close(float(old.answer), value, max(tol, 1e-9))):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9).add
 
     kv = s["kv_size"].value
     add("kv_size", kv / 2, "Half the reference: you counted K but not V. Each layer caches both.",
@@ -427,12 +405,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         )
     )
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,19 +18,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, check
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "step_gb": 0.02,
-    "setaside_pct": 0.02,
-    "prefix_layer_mb": 0.02,
-    "redundant_gb": 0.005,
-    "redundant_ms": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 MODELS = ("Llama-3.1-8B", "Llama-2-7B")
 GPUS = ("A100 SXM 80GB", "H100 SXM", "H200 SXM", "B200")
@@ -212,19 +204,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     bw = s["hbm_tbps"] * 1e12
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol) or _close(ref, value, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            prev = float(old.answer)
-            if old.part == part and (_close(value, prev, tol) or _close(prev, value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near).add
 
     step = s["step_gb"].value
     weights, kv = s["weight_gb"], s["kv_gb"]
@@ -309,12 +289,6 @@ def _how_many_times(ratio: float) -> str:
     if ratio >= 1000:
         return "more than a thousand times"
     return "hundreds of times" if ratio >= 100 else "many times"
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

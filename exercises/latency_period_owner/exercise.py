@@ -14,17 +14,16 @@ The variant's `owner` is which mechanism generated the stalls; the statement nev
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.file_module import load_file
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -35,13 +34,7 @@ EVIDENCE_MEASURED: dict[str, str] = {
     "p99_itl": "the p99 is read from the captures: the stall height owns it",
 }
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "period": 0.05,
-    "p99_itl": 0.03,
-    "stalls_per_reply": 0.10,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # The facts note's worked example: 25 ms steps, a 150 ms stall every 2 s, 300-token replies.
 CANONICAL: dict[str, Any] = {
@@ -68,15 +61,7 @@ P = 0.99  # the quantile the parts ask about
 
 def _load(name: str) -> ModuleType:
     """code/<name>.py, loaded once by path (the code folder is not a package)."""
-    mod_name = f"roofline_latency_period_owner_{name}"
-    module = sys.modules.get(mod_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, HERE / "code" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file(f"roofline_latency_period_owner_{name}", HERE / "code" / f"{name}.py")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,17 +297,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     t, s_ms, period, hi = p["step_ms"], p["stall_ms"], p["period_s"], s["period_hi_s"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol):
-            return  # graded correct: not a mistake in this variant
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                     or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     add("period", 2 * period,
         "That is two periods: there is a spike in between. Measure from one spike to the next, "
@@ -399,12 +374,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "Log rotation, page-cache writeback and the like are irregular or hourly, not a steady "
         "period of seconds that moves (or not) with the load.", "host"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -21,18 +21,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "kv_gpu": 0.0,
-    "kv_budget": 0.005,
-    "pool_tokens": 0.02,
-    "max_conc": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 KV_DTYPE_BYTES = 2  # the KV cache is BF16 in every variant
 BLOCK = 16  # vLLM's default block size on CUDA (vllm/config/cache.py, DEFAULT_BLOCK_SIZE)
@@ -331,19 +324,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     tp = p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A wrong value must be positive and outside the reference's band; otherwise the grader
-        # would accept it (or it is meaningless) and its feedback could never be shown.
-        if value <= 0 or _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge_floor=1e-9, skip=nonpositive).add
 
     # -- kv_gpu ------------------------------------------------------------------------------------
     kv_gpu = s["kv_gpu"].value
@@ -470,12 +451,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "requests.", "log_averages"),
     ]
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

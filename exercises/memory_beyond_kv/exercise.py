@@ -19,17 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml (mistakes() drops a value inside them).
-TOLERANCE: dict[str, float] = {
-    "mlp_peak": 0.02,
-    "logits": 0.02,
-    "kv_pool": 0.001,
-    "other_tokens": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 KV_DTYPE_BYTES = 2  # BF16 KV cache
 ACT_BYTES = 2  # BF16 activations
@@ -274,16 +268,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     tp = p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, skip=nonpositive).add
 
     # -- mlp_peak ------------------------------------------------------------------------------------
     mlp = s["mlp_peak"].value
@@ -370,10 +355,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "prompt logprobs need logits for every prompt token of a step.", "logprobs"),
     ]
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

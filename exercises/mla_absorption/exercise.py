@@ -28,19 +28,13 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, HasFeature
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
 MLA_MODEL = "DeepSeek-V3"  # the only MLA model in the catalog; every variant uses it
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
-TOLERANCE: dict[str, float] = {
-    "layer_flops": 0.0,
-    "intensity": 0.02,
-    "gqa_intensity": 0.02,
-    "s_cross": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 GPUS = ("H100 SXM", "H200 SXM", "B200")
 # Attention tensor-parallel degree: the 128 query heads split over this many GPUs. 1 is
@@ -387,12 +381,6 @@ def _model_answer(s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
-    return abs(a - b) <= rel * abs(b)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     tp = p["attn_tp"]
@@ -414,16 +402,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "d_r-wide key, 2·d_r FLOPs.", "no_rope"),
     ]
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, max(tol, 1e-9)):
-            return  # graded correct anyway (or meaningless): not a mistake in this variant
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept_floor=1e-9, merge_floor=1e-9, skip=nonpositive).add
 
     # -- layer_flops ---------------------------------------------------------------------------
     lf = s["layer_flops"].value

@@ -23,8 +23,8 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, slips_show
+from exercises.slips import Slips, near, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
@@ -32,13 +32,7 @@ KV_DTYPE_BYTES = 2  # the latent cached in BF16
 FP8_BLOCK = 128  # DeepSeek-V3's FP8 checkpoint: one FP32 scale per 128 x 128 weight block
 SCALE_BYTES = 4
 
-TOLERANCE: dict[str, float] = {
-    "kv_space": 0.01,
-    "tp_tokens": 0.02,
-    "waste": 0.02,
-    "dp_extra": 0.02,
-    "dp_tokens": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # (GPU, GPUs in the deployment = TP degree). DeepSeek-V3's FP8 weights need more than 8 x 80 GB,
 # so H100 appears only as a two-node TP16 deployment.
@@ -317,10 +311,6 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return abs(a - b) <= max(rel, 1e-9) * abs(b)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     tp, util, reserve = p["tp"], p["mem_util"], p["reserve_gb"]
@@ -328,18 +318,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     kv = s["kv_space"].value
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            # Either way round: two slips within the tolerance of each other are one answer.
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                     or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out,
+                merge=near, accept_floor=1e-9, merge_floor=1e-9, skip=nonpositive).add
 
     # -- kv_space -----------------------------------------------------------------------------
     no_util = hbm - w_gpu - reserve

@@ -18,18 +18,11 @@ import random
 from typing import Any
 
 from exercises.catalog import model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, HasFeature, WithinContext
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "mean_tokens": 0.0,
-    "rare_tokens": 0.02,
-    "load_threshold": 0.02,
-    "tokens_needed": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 MODELS = ("DeepSeek-V3", "Qwen3-30B-A3B", "Mixtral-8x7B", "GPT-OSS-120B", "GPT-OSS-20B")
 SAMPLES = (128, 256, 512, 1024)
@@ -181,19 +174,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     n = s["n_tokens"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = max(TOLERANCE[part], 1e-9)
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol) or _close(ref, value, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            prev = float(old.answer)
-            if old.part == part and (_close(value, prev, tol) or _close(prev, value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, accept_floor=1e-9, merge_floor=1e-9).add
 
     mean = s["mean_tokens"].value
     add("mean_tokens", n / e,
@@ -257,10 +238,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "whatever the token count; memory does not depend on how many tokens the expert saw.",
         "memory"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

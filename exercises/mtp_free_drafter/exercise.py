@@ -19,19 +19,13 @@ import random
 from typing import Any
 
 from exercises.catalog import model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, HasFeature
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
 MODEL = "DeepSeek-V3"
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value the grader would
-# accept anyway (its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "draft_cost": 0.03,
-    "speedup": 0.02,
-    "max_overhead": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # The blurb's setting. Acceptance 89 % sits inside the report's 85-90 %; a measured draft step of
 # 5 % of a target step (a little above its 4.4 % share of multiplied weights, since one small layer
@@ -206,18 +200,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     m = model(MODEL)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if abs(value - ref) <= tol * abs(ref):
-            return  # graded correct anyway
-        for i, old in enumerate(out):
-            # Symmetric: two values this close could not be told apart either way round.
-            prev = float(old.answer)
-            if old.part == part and abs(value - prev) <= tol * max(abs(prev), abs(value)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     target = s["target_b"]
     add("draft_cost", s["all_experts_b"] / target * 100,

@@ -18,17 +18,11 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
+from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "link_ratio": 0.0,
-    "experts_per_gpu": 0.01,
-    "ep_step": 0.02,
-    "kv_handoff": 0.02,
-    "long_ctx": 0.01,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 RACK = "GB200 NVL72"
 BEFORE_DOMAINS = ("HGX H100", "HGX H200", "HGX B200")
@@ -258,16 +252,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out,
+                accept=isclose, merge=isclose, merge_floor=1e-9, skip=nonpositive).add
 
     r = s["link_ratio"].value
     add("link_ratio", 2 * r,
@@ -352,12 +338,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "Those are exactly the transfers the rack brings inside NVLink. What still crosses the NIC "
         "is whatever spans more than one rack.", "reversed"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
 
 
 # ----------------------------------------------------------------------------------------------

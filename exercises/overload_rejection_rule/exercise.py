@@ -27,18 +27,11 @@ import random
 from typing import Any
 
 from exercises import engine_sim
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml (mistakes() skips values inside them).
-TOLERANCE: dict[str, float] = {
-    "backlog": 0.0,
-    "wait_end": 0.02,
-    "drain": 0.02,
-    "dead": 0.01,
-    "rejected": 0.01,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Variant ranges: whole request rates so the backlog is a whole number of requests.
 SERVICE_RATES = (10, 16, 20, 25, 40, 50)
@@ -173,16 +166,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     backlog, wait_end, drain = s["backlog"].value, s["wait_end"].value, s["drain"].value
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol) or value <= 0:
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=_close, merge=_close, merge_floor=1e-9,
+                skip=nonpositive).add
 
     add("backlog", lams * d,
         f"You counted every arrival of the spike. The server keeps completing {mu} requests per "
@@ -246,6 +231,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
 
 def _close(a: float, b: float, rel: float) -> bool:
+    """Relative to `b`; unlike slips.within, a zero tolerance still forgives float noise."""
     if rel == 0:
         return abs(a - b) <= 1e-9 * max(1.0, abs(b))
     return abs(a - b) <= rel * abs(b)
