@@ -20,17 +20,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext, check
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (the grader would call it right, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "worst_gb": 0.02,
-    "expected_pct": 0.005,
-    "prefix_hit": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Deployments a variant may use: (model, GPU, tensor-parallel degree). All full-attention models
 # (GQA or MHA; no sliding window, no MLA), so one token's KV is 2 x layers x KV heads x head dim x
@@ -238,19 +232,6 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    """Two wrong values the grader could confuse: within the tolerance of either (symmetric)."""
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * max(abs(a), abs(b))
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -281,17 +262,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "is tiny next to the KV either way.", "table"),
     ]
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol):  # the grader would accept it: not a mistake in this variant
-            return
-        # Two slips that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), tol):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     kappa = s["kappa"]
     worst = s["worst_gb"].value

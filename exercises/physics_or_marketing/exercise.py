@@ -18,18 +18,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (it would be graded correct, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "ceiling": 0.02,
-    "users_needed": 0.0,
-    "server_ceiling": 0.02,
-    "tau_needed": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 PRECISION_BYTES: dict[str, float] = {"BF16": 2.0, "FP8": 1.0}
 
@@ -281,17 +274,6 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    """Within `rel` of each other measured from either side (the tests check both ways)."""
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -302,18 +284,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     other_name = "BF16 (2 bytes)" if wb == 1.0 else "FP8 (1 byte)"
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if not math.isfinite(value) or value <= 0 or _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9, skip=unusable).add
 
     ceiling = s["ceiling_value"]
     bw = g.hbm_bytes_per_s

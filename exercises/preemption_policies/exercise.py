@@ -23,17 +23,11 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, link, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext, check
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "victim_kv": 0.02,
-    "recompute_s": 0.01,
-    "swap_ms": 0.02,
-    "reserved_concurrency": 0.002,
-    "peak_concurrency": 0.002,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Deployments: (model, GPU, tensor-parallel degree). Each holds its BF16 weights with a real pool.
 DEPLOYMENTS: tuple[tuple[str, str, int], ...] = (
@@ -256,16 +250,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     n = s["victim_tokens"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol) or value <= 0:
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge_floor=1e-9, skip=nonpositive).add
 
     kv = s["victim_kv"].value
     add("victim_kv", kv * p["prompt"] / n,
@@ -357,12 +342,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "No-evict never pauses a running request, so running streams keep a steady gap; its cost "
         "is queueing before admission and a smaller batch.", "ne_itl"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return abs(a - b) <= 1e-9 * max(1.0, abs(b))
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,16 +15,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "reusable": 0.0,
-    "predicted_rate": 0.02,
-    "observed_rate": 0.02,
-    "routing_rate": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 HITS = "vllm:prefix_cache_hits_total"
 QUERIES = "vllm:prefix_cache_queries_total"
@@ -354,16 +349,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     b = p["block"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol) or value <= 0:
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge_floor=1e-9, skip=nonpositive).add
 
     lcp = p["insert_at"]
     add("reusable", lcp,
@@ -437,12 +423,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "prompt; the template break alone predicts the observed rate.", "both"),
     ]
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 CANONICAL: dict[str, Any] = with_evidence(_CANONICAL_BASE)

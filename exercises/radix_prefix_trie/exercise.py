@@ -13,22 +13,20 @@ slots. A variant is a different set of prompt lengths, divergence points, token 
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim
+from exercises.file_module import load_file
 from exercises.registry import expose_shared_modules
+from exercises.slips import Slips, negative, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-# Part tolerances, mirrored from exercise.toml (all counts: exact).
-TOLERANCE: dict[str, float] = {"matched": 0.0, "nodes": 0.0, "evictable": 0.0, "freed": 0.0}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # A large pool: the script never has to evict on demand, only when part 4 asks.
 POOL = 64
@@ -48,24 +46,13 @@ CANONICAL: dict[str, Any] = {
 }
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 def _reference() -> ModuleType:
-    return _load("roofline_radix_prefix_trie_reference", HERE / "code" / "reference.py")
+    return load_file("roofline_radix_prefix_trie_reference", HERE / "code" / "reference.py")
 
 
 def _driver() -> ModuleType:
     expose_shared_modules(("driver_errors",))  # the driver imports it by its plain name
-    return _load("roofline_radix_prefix_trie_driver", HERE / "code" / "driver.py")
+    return load_file("roofline_radix_prefix_trie_driver", HERE / "code" / "driver.py")
 
 
 def prompts(p: dict[str, Any]) -> dict[str, list[int]]:
@@ -95,9 +82,9 @@ def _with_ops(p: dict[str, Any]) -> dict[str, Any]:
 CANONICAL = _with_ops(CANONICAL)
 
 
-def _eviction_order(p: dict[str, Any]) -> list[tuple[tuple[int, ...], int]]:
-    """Replay the script up to C's start on the reference and list the leaves evict() would
-    take, in order, with each one's length (without stopping at k)."""
+def _cache_at_c(p: dict[str, Any]) -> Any:
+    """The reference cache as the script leaves it when C starts: A, B and D have run and
+    finished, and C's matched prefix is locked."""
     ref = _reference()
     cache = ref.RadixCache(1)
     slots = iter(range(10_000))
@@ -110,6 +97,25 @@ def _eviction_order(p: dict[str, Any]) -> list[tuple[tuple[int, ...], int]]:
         cache.dec_lock_ref(node)
     _, node = cache.match_prefix(pr["C"])
     cache.inc_lock_ref(node)
+    return cache
+
+
+def _unlocked_leaves(cache: Any) -> list[Any]:
+    """The leaves evict() may take (no children, not locked), in a fixed depth-first order."""
+    found = []
+    stack = [cache.root]
+    while stack:
+        x = stack.pop()
+        stack.extend(x.children.values())
+        if x is not cache.root and not x.children and x.lock_ref == 0:
+            found.append(x)
+    return found
+
+
+def _eviction_order(p: dict[str, Any]) -> list[tuple[tuple[int, ...], int]]:
+    """Replay the script up to C's start on the reference and list the leaves evict() would
+    take, in order, with each one's length (without stopping at k)."""
+    cache = _cache_at_c(p)
     order: list[tuple[tuple[int, ...], int]] = []
     cache.evict(10_000, lambda s: order.append((tuple(s), len(s))))
     return order
@@ -117,26 +123,8 @@ def _eviction_order(p: dict[str, Any]) -> list[tuple[tuple[int, ...], int]]:
 
 def _leaves_now(p: dict[str, Any]) -> list[tuple[int, int, tuple[int, ...]]]:
     """(last_access, length, key) of each unlocked leaf right before evict, oldest first."""
-    ref = _reference()
-    cache = ref.RadixCache(1)
-    slots = iter(range(10_000))
-    pr = prompts(p)
-    for name in "ABD":
-        m, node = cache.match_prefix(pr[name])
-        cache.inc_lock_ref(node)
-        own = [next(slots) for _ in range(len(pr[name]) - len(m))]
-        cache.insert(pr[name], m + own)
-        cache.dec_lock_ref(node)
-    _, node = cache.match_prefix(pr["C"])
-    cache.inc_lock_ref(node)
-    out = []
-    stack = [cache.root]
-    while stack:
-        x = stack.pop()
-        stack.extend(x.children.values())
-        if x is not cache.root and not x.children and x.lock_ref == 0:
-            out.append((x.last_access, len(x.key), tuple(x.key)))
-    return sorted(out)
+    cache = _cache_at_c(p)
+    return sorted((x.last_access, len(x.key), tuple(x.key)) for x in _unlocked_leaves(cache))
 
 
 # The clock value each call of the script stamps (rule 4): one per match_prefix / insert.
@@ -150,26 +138,9 @@ def _narrate_evict(p: dict[str, Any]) -> tuple[str, int]:
     Replays the script on the reference and walks the same loop as its evict(), so the story
     can say when a parent joins the candidates; solve() checks the total against the trace.
     """
-    ref = _reference()
-    cache = ref.RadixCache(1)
-    slots = iter(range(10_000))
-    pr = prompts(p)
-    for name in "ABD":
-        m, node = cache.match_prefix(pr[name])
-        cache.inc_lock_ref(node)
-        own = [next(slots) for _ in range(len(pr[name]) - len(m))]
-        cache.insert(pr[name], m + own)
-        cache.dec_lock_ref(node)
-    _, node = cache.match_prefix(pr["C"])
-    cache.inc_lock_ref(node)
+    cache = _cache_at_c(p)
     k = int(p["k"])
-    cands = []
-    stack = [cache.root]
-    while stack:
-        x = stack.pop()
-        stack.extend(x.children.values())
-        if x is not cache.root and not x.children and x.lock_ref == 0:
-            cands.append(x)
+    cands = _unlocked_leaves(cache)
     lines, freed, n = [], 0, 0
     while freed < k and cands:
         leaf = min(cands, key=lambda x: x.last_access)
@@ -378,15 +349,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        if value == ref or value < 0:
-            return  # graded correct (or impossible): not a mistake for this variant
-        for i, old in enumerate(out):
-            if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, float(value), feedback, name))
+    add = Slips(s, TOLERANCE, out, skip=negative, as_float=True).add
 
     s_len, qb_len, c_share = len(p["sys"]), len(p["qb"]), p["c_share"]
     add("matched", s_len,

@@ -26,18 +26,11 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "kv_token": 0.0,
-    "pool_tokens": 0.03,
-    "conc_reserve": 0.0,
-    "conc_expected": 0.05,
-    "preempt_s": 0.1,
-    "user_tps": 0.05,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 GIB = 2**30
 # Reasoning models and the catalog architecture they share.
@@ -359,30 +352,13 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["arch"])
     B, P, omax, tp = p["block"], p["prompt"], p["out_max"], p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     kv = s["kv_token"].value
     add("kv_token", s["kv_model"],

@@ -19,17 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "recompute_us": 0.02,
-    "fetch_us": 0.02,
-    "ratio": 0.02,
-    "breakeven_bw": 0.02,
-    "slow_ratio": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Models and the tensor-parallel degrees a replica of each may use (dividing its KV heads).
 TP_CHOICES: dict[str, tuple[int, ...]] = {
@@ -169,30 +163,13 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
     tp, mfu = p["tp"], p["mfu"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     rc = s["recompute_us"].value
     add("recompute_us", rc * tp,

@@ -16,27 +16,20 @@ version with an exact placement rule.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.file_module import load_file
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-TOLERANCE: dict[str, float] = {
-    "fleet": 0.02,
-    "overhead": 0.02,
-    "cap": 0.02,
-    "neighbour": 0.02,
-    "shed": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 NAMES = ("us-east", "us-west", "eu-west", "eu-central", "ap-south", "ap-northeast", "sa-east")
 REGION_COUNTS = (3, 3, 4, 4, 5)
@@ -57,15 +50,7 @@ CANONICAL: dict[str, Any] = {
 
 def _reference() -> ModuleType:
     """code/reference.py: the whole-replica solution the code part is graded against."""
-    name = "roofline_region_loss_fleet_reference"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "code" / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file("roofline_region_loss_fleet_reference", HERE / "code" / "reference.py")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -231,19 +216,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     q, n = s["q"], s["n_regions"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), tol)
-                                      or _close(float(old.answer), value, tol)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     fleet, base = s["fleet"].value, s["baseline"]
     add("fleet", s["dominant_term"],
@@ -312,12 +285,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "That is one minute of the lost region's traffic; replicas take "
         f"{p['start_min']} minutes to start.", "one_minute")
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

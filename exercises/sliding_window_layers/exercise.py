@@ -25,19 +25,13 @@ import random
 from typing import Any
 
 from exercises.catalog import model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, HasFeature, Holds, WithinContext
+from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
 
 DTYPE_BYTES = 2  # BF16 KV cache, the default for these checkpoints
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that falls inside.
-TOLERANCE: dict[str, float] = {
-    "kv_all_full": 0.02,
-    "kv_windowed": 0.02,
-    "saving_short": 0.02,
-    "concurrency": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 NUMBER_PARTS = tuple(TOLERANCE)
 
 # Where variants come from: (deployed context L, shorter request L_s) per model family. Contexts
@@ -263,18 +257,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     n_loc, n_glob = s["n_local"], s["n_global"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader accepts is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge_floor=1e-9).add
 
     full = s["kv_all_full"].value
     add("kv_all_full", full / 2,
@@ -369,12 +352,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "start-up (its KV cache docs say so).", "missed_trt"),
     ]
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

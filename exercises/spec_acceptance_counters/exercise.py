@@ -19,15 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import model
-from exercises.coinciding import coinciding
 from exercises.feasibility import NODE_GPUS, UNSTATED_WEIGHT_BYTES, Claim, Fits, HasFeature, check
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "acceptance_rate": 0.02,
-    "accept_length": 0.01,
-    "steps_per_request": 0.005,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 START = 1_717_000_000.0  # process start time of the first process (Unix seconds)
 T0 = START + 20_000  # the first scrape (Unix seconds)
@@ -341,19 +337,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     k = p["k"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            # Either way round: a slip within tolerance of an earlier one, measured from
-            # either value, cannot be told from it by the number alone.
-            if old.part == part and (_close(value, float(old.answer), max(tol, 1e-9))
-                                     or _close(float(old.answer), value, max(tol, 1e-9))):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9).add
 
     dd, dt, da = s["dd"], s["dt"], s["da"]
     add("acceptance_rate", s["cum_rate"],
@@ -430,12 +414,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             seen.append(answer)
             out.append(Mistake("discard", answer, feedback, name))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,25 +13,19 @@ position) is the notes' (facts-q26-q49 §Q38) and is stated in the statement as 
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Holds
+from exercises.file_module import load_file
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
 
-TOLERANCE: dict[str, float] = {
-    "speedup_low": 0.01,
-    "break_even": 0.02,
-    "tail_ms": 0.02,
-    "alpha_measured": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # The notes' worked example: T_mem 20 ms, knee 256 tokens, c = 0.05, k = 4, batch 64. At
 # alpha = 0.3 the speedup is 1.425 / 1.45 = 0.98 (a slowdown); break-even alpha 0.312; a request
@@ -62,15 +56,7 @@ DRAFTS = (8_000, 10_000, 12_000, 16_000, 20_000, 25_000)
 
 
 def _reference() -> ModuleType:
-    name = "roofline_spec_decode_policy_reference"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "code" / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file("roofline_spec_decode_policy_reference", HERE / "code" / "reference.py")
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
@@ -222,18 +208,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     k, c, t, knee = p["k"], p["c"], p["t_mem_ms"], p["n_knee"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        refv = float(s[part].value)
-        tol = TOLERANCE[part]
-        if abs(value - refv) <= tol * abs(refv):
-            return
-        for i, old in enumerate(out):
-            # Symmetric: two values this close could not be told apart either way round.
-            prev = float(old.answer)
-            if old.part == part and abs(value - prev) <= tol * max(abs(prev), abs(value)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near).add
 
     a = p["alpha_low"]
     add("speedup_low", s["e_low"] / (1 + k * c),

@@ -34,14 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.feasibility import check as infeasible
 from exercises.kernel_tolerance import tolerance_table
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a value the grader would accept.
-TOLERANCE: dict[str, float] = {"ctas": 0.0, "splits": 0.0}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # --- FlashAttention-2's split-KV constants (csrc/flash_attn/flash_api.cpp, set_params_splitkv and
 # num_splits_heuristic) ----------------------------------------------------------------------------
@@ -336,15 +335,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     n_blocks, bn = s["n_blocks"], s["block_n"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        if value <= 0 or value == ref:
-            return  # graded correct anyway (or meaningless): not a mistake in this variant
-        for i, old in enumerate(out):
-            if old.part == part and float(old.answer) == value:
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, float(value), feedback, name))
+    add = Slips(s, TOLERANCE, out, skip=nonpositive, as_float=True).add
 
     # -- ctas ----------------------------------------------------------------------------------
     if group > 1:

@@ -16,14 +16,13 @@ produces. Everything is computed by the reference streamer in `code/reference.py
 from __future__ import annotations
 
 import codecs
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from exercises.feasibility import Claim
+from exercises.file_module import load_file
 from exercises.spec import Mistake, Quantity
 
 HERE = Path(__file__).resolve().parent
@@ -61,15 +60,7 @@ AFTER_STOP: tuple[tuple[str, ...], ...] = (("ignored",), (" extra",), (" more", 
 
 def _reference() -> ModuleType:
     """The reference streamer, loaded from code/reference.py (one implementation for both)."""
-    name = "roofline_stop_strings_stream_reference"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, HERE / "code" / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return load_file("roofline_stop_strings_stream_reference", HERE / "code" / "reference.py")
 
 
 def _split_inside_char(piece: str, rng: random.Random) -> list[bytes]:

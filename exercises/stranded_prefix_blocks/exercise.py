@@ -21,17 +21,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
+from exercises.slips import Slips, near, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-# Part tolerances, mirrored from exercise.toml: mistakes() drops a wrong value that would fall
-# inside them (the grader would call it right, so its feedback could never be shown).
-TOLERANCE: dict[str, float] = {
-    "block_bytes": 0.01,
-    "stranded_gb": 0.02,
-    "tree_stranded_gb": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 # Deployments a variant may use: (model, GPU, tensor-parallel degree). Full-attention models only
 # (GQA or MHA; no sliding window, no MLA): every layer caches every token, so a block's bytes are
@@ -234,19 +228,6 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    """Two wrong values the grader could confuse: within the tolerance of either (symmetric)."""
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * max(abs(a), abs(b))
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -283,16 +264,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                 "block and strands all the rest.", "longest_chain"),
     ]
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return  # the grader would accept it (or it is meaningless): not a mistake here
-        for j, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), tol):
-                out[j] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, skip=nonpositive).add
 
     def per_part(part: str, ref: float) -> None:
         """Slips shared by the three byte-size parts."""

@@ -23,15 +23,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "t_dec": 0.02,
-    "t_mix": 0.02,
-    "slow_share": 0.03,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 PRECISION_BYTES: dict[str, int] = {"BF16": 2, "FP8": 1}
 
@@ -295,14 +291,6 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     m = model(p["model"])
@@ -310,16 +298,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     tp = p["tp"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     t_mem, t_comm = s["t_mem_ms"], s["t_comm_ms"]
     bw_eff = g.hbm_bytes_per_s * p["eta"]

@@ -20,16 +20,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds
+from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "kv_gpu": 0.0,
-    "cap_tp": 0.02,
-    "dup_gb": 0.02,
-    "cap_pp": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 KV_DTYPES = {2: "BF16", 1: "FP8"}  # bytes per cached element -> the name the statement shows
 BLOCK = 16  # vLLM's default block size
@@ -294,16 +289,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     n = 2 * h
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge_floor=1e-9, skip=nonpositive).add
 
     # -- kv_gpu --------------------------------------------------------------------------------------
     kv = s["kv_gpu"].value
@@ -394,12 +380,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         if order != ref:
             out.append(Mistake("rank", order, feedback, f"{order[0]}_first"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,17 +20,11 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext
+from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "allreduces": 0.0,
-    "kv_gpu": 0.0,
-    "tp8_ms": 0.02,
-    "pp_ms": 0.02,
-    "bf16_gb": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 MODEL = "Llama-3.1-405B"
 NODES = ("HGX H100", "HGX H200", "HGX B200")
@@ -221,19 +215,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        # A value the grader would accept is not a mistake; skip it for this variant.
-        if _close(value, ref, tol):
-            return
-        # Two errors that land on the same number share one entry with both explanations.
-        for i, old in enumerate(out):
-            if old.part == part and (_close(value, float(old.answer), max(tol, 1e-9))
-                                      or _close(float(old.answer), value, max(tol, 1e-9))):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9).add
 
     layers = s["layers"]
     add("allreduces", layers,
@@ -298,12 +280,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         if option != s["forcing"]:
             out.append(Mistake("forcing", option, why, f"forcing_{option}"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return abs(a - b) <= rel * abs(b)
 
 
 # ----------------------------------------------------------------------------------------------

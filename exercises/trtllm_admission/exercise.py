@@ -25,15 +25,11 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
+from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "conc_gne": 0.0,
-    "conc_current": 0.05,
-    "conc_actual": 0.0,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 GIB = 2**30
 # (model, GPU, tensor-parallel degree, bytes per weight): layouts people run with TensorRT-LLM.
@@ -278,30 +274,13 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 # Known mistakes
 
 
-def _close(a: float, b: float, rel: float) -> bool:
-    return a == b if rel == 0 else abs(a - b) <= rel * abs(b)
-
-
-def _near(a: float, b: float, rel: float) -> bool:
-    return _close(a, b, rel) or _close(b, a, rel)
-
-
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     B, P, mt, R, T = p["block"], p["prompt"], p["max_tokens"], p["reply"], p["pool_tokens"]
     nb = s["pool_blocks"]
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if not math.isfinite(value) or value <= 0 or _near(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _near(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
 
     add("conc_gne", nb // _blocks(P + R, B),
         f"You reserved for the real reply ({R:,} tokens). The scheduler cannot know it; it "

@@ -19,16 +19,11 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
-from exercises.coinciding import coinciding
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
+from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
 
-TOLERANCE: dict[str, float] = {
-    "speedup_big": 0.01,
-    "speedup_small": 0.02,
-    "crossover": 0.0,
-    "delta_budget": 0.02,
-}
+TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
 
 MODEL = "DeepSeek-V3"
 GPUS = ("H100 SXM", "H200 SXM", "B200")
@@ -243,16 +238,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
     out: list[Mistake] = []
 
-    def add(part: str, value: float, feedback: str, name: str) -> None:
-        ref = float(s[part].value)
-        tol = TOLERANCE[part]
-        if value <= 0 or _close(value, ref, tol):
-            return
-        for i, old in enumerate(out):
-            if old.part == part and _close(value, float(old.answer), max(tol, 1e-9)):
-                out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback), old.name)
-                return
-        out.append(Mistake(part, value, feedback, name))
+    add = Slips(s, TOLERANCE, out,
+                accept=isclose, merge=isclose, merge_floor=1e-9, skip=nonpositive).add
 
     for part, b in (("speedup_big", p["b_big"]), ("speedup_small", p["b_small"])):
         t1, half = t1_us(p, b), b / 2
@@ -344,12 +331,6 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "micro-batch, each all-to-all's latency floor, and GEMM tiles padded for few tokens.",
         "wrong_costs"))
     return out
-
-
-def _close(a: float, b: float, rel: float) -> bool:
-    if rel == 0:
-        return a == b
-    return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
 
 
 # ----------------------------------------------------------------------------------------------
