@@ -30,7 +30,6 @@ checks, driver, reference = CODE_PART.checks, CODE_PART.driver, CODE_PART.refere
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
     s = ex.solve(ex.CANONICAL)
-    assert s["p99_method"] in {o["id"] for o in PARTS["p99_method"]["options"]}
     assert s["sizing"] == "code/reference.py"
 
 
@@ -93,7 +92,6 @@ def test_templates_render(which: str) -> None:
 
 
 all_cases, expected = CODE_PART.fixtures(SEED)
-
 
 
 def test_public_cases_are_the_variants_own_numbers() -> None:

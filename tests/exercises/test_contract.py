@@ -6,7 +6,8 @@ repeated here: the reference scores 1 and each mistake gets its feedback on the 
 and variants 1-3, and the templates render for 200 variants. This module adds what the
 per-exercise tests used to check one by one:
 
-- the TOML's parts agree with the module (units, the module's TOLERANCE dict, option ids), and
+- the TOML's parts agree with the module (units, the module's TOLERANCE dict, the canonical
+  choices among the option ids and a multi-select's never all of them), and
   solution.md has one section per part, in the TOML's order;
 - generate() is deterministic per seed, its variants are JSON and pass the exercise's
   `is_sensible` where it has one;
@@ -116,6 +117,8 @@ def test_parts_agree_with_the_module(name: str) -> None:
             chosen = [answer] if isinstance(answer, str) else list(answer)
             assert chosen and set(chosen) <= set(options), (part.id, answer)
             assert part.multi or len(chosen) == 1, part.id
+            # Ticking every box must never be the answer (or a student could skip the question).
+            assert not part.multi or set(chosen) < set(options), (part.id, answer)
         elif part.type == "ranking":
             assert sorted(answer) == sorted(options), (part.id, answer)
         elif part.type in ("code", "kernel"):

@@ -135,10 +135,6 @@ def test_expected_max_is_below_the_bound_and_grows_like_it():
 def test_parts_and_tolerances_agree_with_the_module():
     assert list(PARTS) == ["clip_threshold", "clip_error", "round_bound", "scale_effect",
                            "ceiling_formula", "ceiling_rise", "why_long"]
-    s = ex.solve(ex.CANONICAL)
-    for pid, part in PARTS.items():
-        if part["type"] == "choice":
-            assert set(s[pid]) <= {o["id"] for o in part["options"]}
 
 
 def test_variants_are_sensible_and_differ():

@@ -16,12 +16,6 @@ VARIANTS = EX.variants()
 spec = EX.spec_fixture()
 
 
-def test_parts_agree_with_the_module():
-    s = ex.solve(ex.CANONICAL)
-    for pid in ("tiers", "wear_fixes"):
-        assert set(s[pid]) <= {o["id"] for o in EX.parts[pid]["options"]}
-
-
 # ---------------------------------------------------------------------------------------------
 # The canonical variant (facts-q01-q25 §Q09, with the catalog drive's 6.8 GB/s read)
 

@@ -25,9 +25,6 @@ spec = EX.spec_fixture()
 def test_parts_and_tolerances_agree_with_the_module() -> None:
     s = ex.solve(ex.CANONICAL)
     for pid, part in PARTS.items():
-        if part["type"] == "choice":
-            ids = {o["id"] for o in part["options"]}
-            assert set(s[pid]) <= ids and s[pid]
         if part["type"] == "expression":
             assert set(re.findall(r"[A-Za-z]+", s[pid])) - {"max"} <= set(part["symbols"])
 

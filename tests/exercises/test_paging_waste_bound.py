@@ -22,9 +22,7 @@ spec = EX.spec_fixture()
 # --- shape -----------------------------------------------------------------------------------
 
 def test_parts_and_tolerances_agree_with_the_module() -> None:
-    s = ex.solve(ex.CANONICAL)
     assert all("unit" in PARTS[pid] for pid in NUMBER_PARTS)
-    assert set(s["trade"]) <= {o["id"] for o in PARTS["trade"]["options"]}
 
 
 # --- the facts notes' worked numbers (facts-q26-q49.md, Q43) ---------------------------------

@@ -90,10 +90,6 @@ def test_formula_mistakes_are_not_equivalent():
 def test_parts_and_tolerances_agree_with_the_module():
     assert list(PARTS) == ["kv_all_full", "kv_windowed", "saving_formula", "saving_short",
                            "concurrency", "allocator", "why"]
-    s = ex.solve(ex.CANONICAL)
-    for pid, part in PARTS.items():
-        if part["type"] == "choice":
-            assert set(s[pid]) <= {o["id"] for o in part["options"]}
 
 
 def test_variants_are_sensible_and_differ():
@@ -114,10 +110,6 @@ def test_variants_are_sensible_and_differ():
     # boundary rule), which leaves fewer distinct variants: 168 of 200.
     assert len(seen) > 155
     assert models == set(ex.MODELS)
-
-
-# ---------------------------------------------------------------------------------------------
-# Mistakes
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,12 +18,6 @@ VARIANTS = EX.variants()
 spec = EX.spec_fixture()
 
 
-def test_parts_and_tolerances_agree_with_the_module() -> None:
-    s = ex.solve(ex.CANONICAL)
-    options = {o["id"] for o in PARTS["forcing"]["options"]}
-    assert s["forcing"] in options
-
-
 # --- the canonical variant: research notes facts-q01-q25 §Q24 -----------------------------------
 
 
