@@ -104,6 +104,15 @@ class ExerciseUnderTest:
         for p in [self.module.CANONICAL, *variants]:
             yield templating.render(template, p, self.module.solve(p), which)
 
+    def assert_no_nan_rendered(self, which: str, variants: Iterable[Mapping[str, Any]]) -> None:
+        """No placeholder of `which` renders as nan or inf for the canonical variant or any of
+        `variants`: the text has no more of those words than the template's own prose (which
+        may say "NaN" on purpose)."""
+        template = (self.folder / which).read_text(encoding="utf-8").lower()
+        for text in self.rendered(which, variants):
+            for word in ("nan", "inf"):
+                assert text.lower().count(word) == template.count(word), word
+
     def assert_solution_quotes(self, figures: Iterable[str]) -> None:
         """The solution rendered for the canonical variant shows each of `figures` as written (the
         research notes' numbers, so a change of formula that moves them is seen)."""
