@@ -6,14 +6,12 @@ The kernel itself (reference scores 1, each mutant below 1 and failing its own c
 the selftest in the real sandbox (tests/test_every_exercise.py and selftest.toml)."""
 from __future__ import annotations
 
-import importlib.util
 import math
-from types import ModuleType
 
 import pytest
 
 from exercises.catalog import gpu, model
-from tests.exercises.support import EXERCISES, ExerciseUnderTest, load_by_path
+from tests.exercises.support import EXERCISES, ExerciseUnderTest, load_by_path, load_file
 
 ex = load_by_path("split_kv_decode")
 EX = ExerciseUnderTest.load(ex)
@@ -22,17 +20,8 @@ VARIANTS = EX.variants(200)
 spec = EX.spec_fixture()
 
 
-def load_task() -> ModuleType:
-    # task.py needs torch only inside make()/reference(), which get it as an argument.
-    path = EXERCISES / "split_kv_decode" / "kernel" / "task.py"
-    module_spec = importlib.util.spec_from_file_location("split_kv_decode_task", path)
-    assert module_spec and module_spec.loader
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
-TASK = load_task()
+# task.py needs torch only inside make()/reference(), which get it as an argument.
+TASK = load_file(EXERCISES / "split_kv_decode" / "kernel" / "task.py", "split_kv_decode_task")
 
 
 # ---------------------------------------------------------------------------------------------
