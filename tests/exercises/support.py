@@ -345,6 +345,15 @@ class CodePart:
         return (pytest.fixture(scope="module", name="all_cases")(all_cases),
                 pytest.fixture(scope="module", name="expected")(expected))
 
+    def assert_lines_fail_every_check(self, lines: Sequence[Any], cases: list[dict[str, Any]],
+                                      expected: list[dict[str, Any]]) -> list[Any]:
+        """Forged or malformed result lines, `lines` repeated over `cases`, pass no check (the
+        child's output is the student's to forge). Returns the results, for their messages."""
+        got = [lines[i % len(lines)] for i in range(len(cases))]
+        results = self.checks.check(cases, got, expected, self.params)
+        assert not any(c.passed for c in results)
+        return results
+
     def assert_hidden_cases_seeded(self, cached: str = "_random_inputs") -> list[dict[str, Any]]:
         """The hidden cases are a function of the seed: the same again after the draws' cache
         (`checks.<cached>`), on the canonical variant is cleared, others for another seed. Returns those of seed 7."""

@@ -181,8 +181,7 @@ def test_malformed_results_fail(all_cases: list[dict[str, Any]],
                                 expected: list[dict[str, Any]]) -> None:
     bad = [{"output": {"steps": 5}}, {"output": []}, {"error": "x"}, "text",
            {"output": {"speed": None}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
+    CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
 
 
 def test_every_mutant_failure_names_its_smallest_case() -> None:

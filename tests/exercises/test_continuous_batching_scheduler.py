@@ -194,9 +194,7 @@ def test_forged_or_malformed_outputs_fail(all_cases: list[dict[str, Any]],
                                           expected: list[dict[str, Any]]) -> None:
     bad = [{"output": {"steps": 5, "outputs": {}}}, {"output": []}, {"error": 3}, "text",
            {"output": {"steps": [{"scheduled": [["R0", "x"]]}], "outputs": {}}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert "malformed" in results[0].message
 
 

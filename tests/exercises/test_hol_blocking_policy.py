@@ -253,9 +253,7 @@ def test_errors_and_malformed_lines_fail_every_check(all_cases: list[dict[str, A
     assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
     bad = [{"output": {"ttft": 3}}, {"output": []}, {"error": 3}, "text",
            {"output": {"calls": 3}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert "malformed" in results[0].message
 
 

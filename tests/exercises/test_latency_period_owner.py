@@ -166,9 +166,7 @@ def test_forged_or_malformed_lines_count_as_failures(all_cases: list[dict[str, A
                                                      expected: list[dict[str, Any]]) -> None:
     bad = [{"output": {"detect_period": {"value": "2"}}}, {"output": []}, {"error": 3}, "text",
            {"output": {"slow_steps": {"value": [float("nan")]}}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert any("malformed" in c.message for c in results)
 
 

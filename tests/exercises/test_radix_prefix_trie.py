@@ -384,9 +384,7 @@ def test_errors_and_forged_lines_fail_every_check(all_cases: list[dict[str, Any]
     # (An error on every case failing every check is the contract's: test_mutants.py.)
     bad = [{"output": {"steps": 5}}, {"output": []}, {"error": 3}, "text",
            {"output": {"steps": [{"tree": [[0, 1]]}]}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert "malformed" in results[0].message
 
 

@@ -131,9 +131,7 @@ def test_driver_error_and_malformed_results_fail(all_cases: list[dict[str, Any]]
     got = [{"error": "no output"} for _ in all_cases]
     assert not any(c.passed for c in checks.check(all_cases, got, expected, ex.CANONICAL))
     bad = [{"output": {"value": True}}, {"output": {"results": "x"}}, "text", {"error": 3}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert "malformed" in results[0].message
 
 

@@ -253,9 +253,7 @@ def test_forged_or_malformed_lines_count_as_failures(all_cases: list[dict[str, A
     # Student code can write to fd 1 itself; a line of the wrong shape must fail, not crash.
     bad = [{"output": {"stream": {"deltas": 5}}}, {"output": []}, {"error": 3}, "text",
            {"output": {"stream": None, "stream_error": "x", "reference_output": ["a"]}}]
-    got = [bad[i % len(bad)] for i in range(len(all_cases))]
-    results = checks.check(all_cases, got, expected, ex.CANONICAL)
-    assert not any(c.passed for c in results)
+    results = CODE_PART.assert_lines_fail_every_check(bad, all_cases, expected)
     assert "malformed" in results[0].message
 
 
