@@ -11,6 +11,7 @@ import pytest
 from exercises import registry
 from graders import kernel
 from graders.selftest import answer_text
+from tests.part_kinds import part_type_cover
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,21 +21,34 @@ def manage(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
-def test_list_and_show() -> None:
+# `make test` runs the command line on the fewest exercises that hold every kind of part; the
+# same tests over every exercise are `make test-full`'s (marker `full`), as is the shared
+# contract tool (../shared/tools/cli_contract.py), which also runs `selftest` through it.
+SPECS = registry.load_all()
+COVER = part_type_cover(SPECS)
+EVERY = [pytest.param(slug, marks=pytest.mark.full) if slug not in COVER else slug
+         for slug in sorted(SPECS)]
+
+
+def test_list() -> None:
     listed = json.loads(manage("exercises", "list", "--json").stdout)
-    assert {e["slug"] for e in listed} == set(registry.load_all())
+    assert {e["slug"] for e in listed} == set(SPECS)
     for e in listed:
         assert {"slug", "seed", "title", "topic", "parts"} <= set(e)
-        shown = json.loads(manage("exercises", "show", e["slug"], "--variant", "canonical",
-                                  "--json").stdout)
-        assert {"params", "answers", "intermediates"} <= set(shown)
-        for part in e["parts"]:
-            if part["type"] == "number":
-                ans = shown["answers"][part["id"]]
-                assert isinstance(ans["value"], float) and isinstance(ans["unit"], str)
 
 
-@pytest.mark.parametrize("slug", sorted(registry.load_all()))
+@pytest.mark.parametrize("slug", EVERY)
+def test_show(slug: str) -> None:
+    shown = json.loads(manage("exercises", "show", slug, "--variant", "canonical",
+                              "--json").stdout)
+    assert {"params", "answers", "intermediates"} <= set(shown)
+    for part in SPECS[slug].parts:
+        if part.type == "number":
+            ans = shown["answers"][part.id]
+            assert isinstance(ans["value"], float) and isinstance(ans["unit"], str)
+
+
+@pytest.mark.parametrize("slug", EVERY)
 def test_grade_prints_the_contract_for_every_part_type(slug: str) -> None:
     spec = registry.get(slug)
     solution = registry.solve(spec, registry.params_for(spec, "canonical"))

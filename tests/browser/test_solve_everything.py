@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from exercises import registry
-from exercises.spec import ExerciseSpec
 from graders.selftest import answer_text
 from practice.models import Assignment, User
+from tests.part_kinds import part_type_cover
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser,
               pytest.mark.services]
@@ -39,34 +39,6 @@ def _answer_part(page: Any, spec: Any, part: Any, reference: Any) -> None:
     box.locator("button[value='submit']").click()
     verdict = VERDICT_FOR.get(part.type, "correct")
     page.locator(f"#part-{part.id} .submission-status .badge.{verdict}").wait_for(timeout=90_000)
-
-
-def _kind(part: Any) -> str:
-    """A part's type as the page shows it: one choice or several are different forms."""
-    return f"{part.type}-multi" if part.type == "choice" and part.multi else part.type
-
-
-def part_type_cover(specs: dict[str, ExerciseSpec]) -> list[str]:
-    """The fewest exercises (greedy: the one adding most new part kinds first, ties by slug)
-    whose parts hold every kind of part any exercise has."""
-    types = {slug: {_kind(p) for p in spec.parts} for slug, spec in specs.items()}
-    missing = set().union(*types.values())
-    chosen: list[str] = []
-    while missing:
-        best = max(sorted(types), key=lambda slug: len(types[slug] & missing))
-        chosen.append(best)
-        missing -= types[best]
-    return sorted(chosen)
-
-
-def test_the_cover_holds_every_part_type() -> None:
-    specs = registry.load_all()
-    cover = part_type_cover(specs)
-    held = {_kind(p) for slug in cover for p in specs[slug].parts}
-    assert held == {_kind(p) for spec in specs.values() for p in spec.parts}
-    assert {"code", "kernel", "expression", "number", "text", "choice", "choice-multi",
-            "ranking"} <= held
-    assert len(cover) < len(specs) / 4
 
 
 def _walk(page: Any, live_server: Any, slugs: list[str]) -> None:
