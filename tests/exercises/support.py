@@ -1,7 +1,10 @@
 """Shared pieces of the exercise tests: loading an exercise with its TOML, its tolerances and its
 variants, and the checks the contract test (test_contract.py) runs over every exercise (known
 mistakes stay distinct from the reference and from each other; the real graders accept the
-reference and name each mistake)."""
+reference and name each mistake). ExerciseUnderTest also carries the checks many exercise files
+make of their own templates, selftest cases and formula parts, and CodePart the in-process run
+of a code part's trusted machinery (checks, driver, reference, mutants) with the checks the
+code exercises' files share; each file passes its own figures, answers and seeds."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +23,7 @@ from typing import Any
 import pytest
 
 import graders
-from exercises import registry
+from exercises import registry, templating
 from exercises.spec import ExerciseSpec, Mistake
 from graders.selftest import answer_text
 
@@ -98,8 +101,6 @@ class ExerciseUnderTest:
     def rendered(self, which: str, variants: Iterable[Mapping[str, Any]]) -> Iterator[str]:
         """`which` (statement.md or solution.md) rendered for the canonical variant, then for
         each of `variants`."""
-        from exercises import templating
-
         template = (self.folder / which).read_text(encoding="utf-8")
         for p in [self.module.CANONICAL, *variants]:
             yield templating.render(template, p, self.module.solve(p), which)
@@ -116,11 +117,7 @@ class ExerciseUnderTest:
     def assert_solution_quotes(self, figures: Iterable[str]) -> None:
         """The solution rendered for the canonical variant shows each of `figures` as written (the
         research notes' numbers, so a change of formula that moves them is seen)."""
-        from exercises import templating
-
-        text = templating.render((self.folder / "solution.md").read_text(encoding="utf-8"),
-                                 self.module.CANONICAL, self.module.solve(self.module.CANONICAL),
-                                 "solution.md")
+        text = next(self.rendered("solution.md", ()))
         for figure in figures:
             assert figure in text, figure
 
@@ -355,8 +352,9 @@ class CodePart:
         return results
 
     def assert_hidden_cases_seeded(self, cached: str = "_random_inputs") -> list[dict[str, Any]]:
-        """The hidden cases are a function of the seed: the same again after the draws' cache
-        (`checks.<cached>`), on the canonical variant is cleared, others for another seed. Returns those of seed 7."""
+        """The hidden cases (of the canonical variant) are a function of the seed: the same again
+        after the draws' cache (`checks.<cached>`) is cleared, others for another seed. Returns
+        those of seed 7."""
         checks, params = self.checks, self.params
         a = checks.hidden_cases(params, 7)
         getattr(checks, cached).cache_clear()
@@ -374,12 +372,13 @@ class CodePart:
         import os
         import subprocess
 
+        checks_py = self.code / "checks.py"
         (tmp_path / "many_literals.py").write_text(
             "VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
         source = (
             "import importlib.util, json, sys\n"
             "import many_literals\n"
-            f"spec = importlib.util.spec_from_file_location('c', {str(self.code / 'checks.py')!r})\n"
+            f"spec = importlib.util.spec_from_file_location('c', {str(checks_py)!r})\n"
             "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
             "spec.loader.exec_module(m)\n"
             f"print(json.dumps(m.hidden_cases(json.loads({json.dumps(self.params)!r}), 7)))\n"
