@@ -175,3 +175,27 @@ class Verdicts:
                              {"case": shown.case["id"], **shown.details,
                               "failing": len(failures), "cases": len(rows)}))
         return out
+
+
+def envelope(result: Any) -> dict[str, Any] | str | None:
+    """What one case's result line holds, by shape alone (code in the sandbox can forge any
+    line): the error text of a run that raised, the output dict of one that returned, or None
+    for anything else."""
+    if not isinstance(result, dict):
+        return None
+    if "error" in result:
+        return result["error"] if isinstance(result["error"], str) else None
+    out = result.get("output")
+    return out if isinstance(out, dict) else None
+
+
+def judge_each(cases: Sequence[Case], got: Sequence[Any], expected: Sequence[Any],
+               judge: Callable[[Case, Any, Any, Verdicts], None], rank: Callable[[Case], Any],
+               table: CheckTable, **summary: Any) -> list[Check]:
+    """The usual `check()`: `judge(case, got, expected, verdicts)` for every case, then one
+    Check per name of `table`, each failure naming its smallest case (`summary` goes to
+    Verdicts.checks: noun, lead, bare_when_alone)."""
+    v = Verdicts(rank)
+    for case, g, e in zip(cases, got, expected, strict=True):
+        judge(case, g, e, v)
+    return v.checks(table, **summary)

@@ -82,3 +82,27 @@ def test_with_draws_adds_the_fresh_draws_and_sorts() -> None:
     edge = [_case("edge-big", 9)]
     cases = checkkit.with_draws(edge, ['{"n": 9}', '{"n": 4}'], lambda c: c["input"]["n"])
     assert [c["id"] for c in cases] == ["random-001", "edge-big"]
+
+
+def test_the_envelope_is_the_error_text_the_output_dict_or_nothing() -> None:
+    assert checkkit.envelope({"error": "ValueError: x"}) == "ValueError: x"
+    assert checkkit.envelope({"output": {"value": 1}}) == {"value": 1}
+    # Shapes a forged line may take: each is None, never an exception.
+    for forged in (None, [], "text", 7, {"error": 3}, {"error": None, "output": {}},
+                   {"output": [1]}, {"output": "x"}, {}):
+        assert checkkit.envelope(forged) is None, forged
+
+
+def test_judge_each_judges_every_case_in_order_then_summarises() -> None:
+    seen: list[str] = []
+
+    def judge(case: dict[str, Any], got: Any, expected: Any, v: checkkit.Verdicts) -> None:
+        seen.append(case["id"])
+        v.problem("equal", case, "" if got == expected else f"got {got}, expected {expected}")
+
+    cases = [{"id": "b", "input": {"n": 2}}, {"id": "a", "input": {"n": 1}}]
+    checks = checkkit.judge_each(cases, [2, 0], [2, 1], judge, lambda c: c["input"]["n"],
+                                 [("equal", 1.0, "all equal")], noun="workloads")
+    assert seen == ["b", "a"]
+    assert [(c.name, c.passed) for c in checks] == [("equal", False)]
+    assert checks[0].message == "1 of 2 workloads fail. Smallest: got 0, expected 1"

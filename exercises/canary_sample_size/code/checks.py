@@ -356,13 +356,9 @@ def _check_name(inp: dict[str, Any], valid: bool) -> str:
 
 def _well_formed(result: Any) -> bool:
     """Whether a result has the shape the driver writes (a line can be forged from inside)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if "value" in out:
         v = out["value"]
         return (isinstance(v, int | float) and not isinstance(v, bool)

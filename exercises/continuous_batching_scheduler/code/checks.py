@@ -667,7 +667,4 @@ def _calls_message(case: Case, gs: list[dict[str, Any]], es: list[dict[str, Any]
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = checkkit.Verdicts(size_key)
-    for case, g, e in zip(cases, got, expected, strict=True):
-        _judge_case(case, g, e, v)
-    return v.checks(CHECKS)
+    return checkkit.judge_each(cases, got, expected, _judge_case, size_key, CHECKS)

@@ -219,13 +219,9 @@ def describe(case: Case) -> str:
 
 def _well_formed(result: Any) -> bool:
     """The envelope only: an error text, a policy error, or calls (replay checks those)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     return "policy_error" not in out or isinstance(out["policy_error"], str)
 
 

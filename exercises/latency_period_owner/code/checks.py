@@ -516,13 +516,9 @@ def _value_ok(name: str, value: Any) -> bool:
 
 
 def well_formed(result: Any, expected_out: dict[str, Any]) -> bool:
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     for name in expected_out:
         r = out.get(name)
         if not isinstance(r, dict):
@@ -748,7 +744,4 @@ def _judge_invariants(case: Case, g: dict[str, Any], e: dict[str, Any], v: check
 def check(cases: list[Case], got: list[dict[str, Any]], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all cases; each failure names the smallest case it fails on."""
-    v = checkkit.Verdicts(size_key)
-    for case, g, e in zip(cases, got, expected, strict=True):
-        _judge_case(case, g, e, v)
-    return v.checks(CHECKS)
+    return checkkit.judge_each(cases, got, expected, _judge_case, size_key, CHECKS)

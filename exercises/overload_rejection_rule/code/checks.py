@@ -174,11 +174,7 @@ def _decision(d: dict[str, float] | None, inp: dict[str, Any]) -> str:
 
 def _well_formed(result: Any) -> bool:
     """The envelope only: an error text, or an output dict (replay checks what is inside)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    return isinstance(result.get("output"), dict)
+    return checkkit.envelope(result) is not None
 
 
 class ReplayError(ValueError):
@@ -308,7 +304,4 @@ def _judge(case: Case, got: Any, exp: dict[str, Any], v: checkkit.Verdicts) -> N
 def check(cases: list[Case], got: list[Any], expected: list[dict[str, Any]],
           params: dict[str, Any]) -> list[Check]:
     """Named checks over all workloads; each failure names the smallest workload it fails on."""
-    v = checkkit.Verdicts(size_key)
-    for case, g, e in zip(cases, got, expected, strict=True):
-        _judge(case, g, e, v)
-    return v.checks(CHECKS, noun="workloads")
+    return checkkit.judge_each(cases, got, expected, _judge, size_key, CHECKS, noun="workloads")

@@ -398,13 +398,9 @@ def _hint(inp: dict[str, Any], got: Any, exp: Any) -> str:
 
 
 def _well_formed(result: Any) -> bool:
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if "error" in out:
         return isinstance(out["error"], str)
     return "value" in out and isinstance(out["value"], int | float | str | list) \

@@ -753,13 +753,9 @@ def _judge_timed_sizes(case: Case, result: Any, exp: dict[str, Any]) -> tuple[bo
 
 def _well_formed(result: Any, case: Case) -> bool:
     """Whether a result has the shape the driver writes (a forged line must fail, not crash)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if case["input"].get("mode") == "timed":
         if "error" in out:
             return isinstance(out["error"], dict) and isinstance(out["error"].get("message"), str)

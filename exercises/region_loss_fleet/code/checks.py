@@ -183,13 +183,9 @@ VALID_CHECKS = tuple(name for name, _, _ in CHECKS[:5])
 
 def _well_formed(result: Any) -> bool:
     """Whether a result has the shape the driver writes (a line can be forged from inside)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if "fleet" in out:
         rows = out["fleet"]
         return isinstance(rows, list) and all(

@@ -365,13 +365,9 @@ WINDOW_CHECKS = [name for name, _, _ in CHECKS[1:5]]
 
 def well_formed(result: Any, fn: str) -> bool:
     """Whether a result has the shape the driver writes."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if "error" in out:
         return isinstance(out["error"], str)
     if fn == "infer_steps":

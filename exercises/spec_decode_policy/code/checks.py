@@ -294,13 +294,9 @@ FN_CHECK = {"expected_tokens": "expected_tokens values", "step_cost": "step_cost
 
 
 def _well_formed(result: Any, inp: dict[str, Any]) -> bool:
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     if inp["kind"] == "fn":
         return ("value" in out and _close(out["value"], out["value"])) or \
             isinstance(out.get("error"), str)

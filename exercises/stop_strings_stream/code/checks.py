@@ -213,13 +213,9 @@ def _is_str_or_none(x: Any) -> bool:
 
 def well_formed(result: Any, n_tokens: int) -> bool:
     """Whether a result line has the shape the driver writes (lines can be forged from inside)."""
-    if not isinstance(result, dict):
-        return False
-    if "error" in result:
-        return isinstance(result["error"], str)
-    out = result.get("output")
+    out = checkkit.envelope(result)
     if not isinstance(out, dict):
-        return False
+        return out is not None  # a run's error text is well formed; any other shape is not
     stream = out.get("stream")
     if stream is None:
         ok = isinstance(out.get("stream_error"), str)
