@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim
 from exercises.file_module import load_file
 from exercises.slips import Slips, tolerances
@@ -62,13 +63,12 @@ CANONICAL: dict[str, Any] = _variant(16, 4, 4, 2, 8, 2, 2)
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         k = rng.choice((4, 5, 6))
-        p = _variant(rng.choice((16, 32)), k, rng.randint(1, 9), rng.randint(1, k - 2),
-                     rng.randint(k + 4, k + 9), rng.randint(1, 4), rng.choice((2, 3, 4)))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return _variant(rng.choice((16, 32)), k, rng.randint(1, 9), rng.randint(1, k - 2),
+                        rng.randint(k + 4, k + 9), rng.randint(1, 4), rng.choice((2, 3, 4)))
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from statistics import NormalDist
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Holds
 from exercises.file_module import load_file
 from exercises.slips import Slips, near, tolerances
@@ -66,22 +67,17 @@ def _reference() -> ModuleType:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         p0 = rng.choice(P0_PCT)
-        p = {
-            "fleet_rps": rng.choice(FLEET_RPS),
-            "canary_pct": rng.choice(CANARY_PCT),
+        return {
+            **choose(rng, {"fleet_rps": FLEET_RPS, "canary_pct": CANARY_PCT}),
             "p0_pct": p0,
             "p1_pct": round(p0 * (1 + rng.choice(LIFTS)), 3),
-            "alpha": rng.choice(ALPHAS),
-            "power": rng.choice(POWERS),
-            "shift_pct": rng.choice(SHIFT_PCT),
-            "cv": rng.choice(CVS),
-            "tokens_per_req": rng.choice(TOKENS),
+            **choose(rng, {"alpha": ALPHAS, "power": POWERS, "shift_pct": SHIFT_PCT, "cv": CVS,
+                           "tokens_per_req": TOKENS}),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim
 from exercises.file_module import load_file
 from exercises.slips import Slips, tolerances
@@ -50,14 +51,13 @@ CANONICAL: dict[str, Any] = _variant(4, 3, 2, 8, 1, 99, 3)
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         B = rng.choice((2, 3, 4, 5, 6, 8))
         k = rng.choice((3, 4, 5))
-        p = _variant(B, k, rng.randint(1, B - 1), rng.randint(k + 3, k + 6),
-                     rng.randint(1, k - 1), rng.choice((77, 88, 99)), rng.randint(2, 5))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return _variant(B, k, rng.randint(1, B - 1), rng.randint(k + 3, k + 6),
+                        rng.randint(1, k - 1), rng.choice((77, 88, 99)), rng.randint(2, 5))
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from exercises import engine_sim as sim
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -64,21 +65,13 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(tuple(TP_CHOICES))
-        p = {
-            "model": name,
-            "gpu": rng.choice(GPUS),
-            "tp": rng.choice(TP_CHOICES[name]),
-            "prompt": rng.choice(PROMPTS),
-            "chunk": rng.choice(CHUNKS),
-            "t_dec_ms": rng.choice(T_DEC_MS),
-            "mfu": rng.choice(MFUS),
-            "n_dec": rng.choice(N_DEC),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return {"model": name, "gpu": rng.choice(GPUS), "tp": rng.choice(TP_CHOICES[name]),
+                **choose(rng, {"prompt": PROMPTS, "chunk": CHUNKS, "t_dec_ms": T_DEC_MS,
+                               "mfu": MFUS, "n_dec": N_DEC})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

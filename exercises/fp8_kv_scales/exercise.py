@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import (
     NODE_GPUS,
     UNSTATED_WEIGHT_BYTES,
@@ -151,18 +152,10 @@ CANONICAL: dict[str, Any] = {
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a variant; every combination in the lists is sensible (tested), so no rejection."""
-    for _ in range(100):
-        p = {
-            "model": rng.choice(MODELS),
-            "gpu": rng.choice(GPUS),
-            "amax": rng.choice(AMAXES),
-            "sigma": rng.choice(SIGMAS),
-            "n_eval": rng.choice(EVAL_LENGTHS),
-            "n_dep": rng.choice(DEPLOY_LENGTHS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 100 draws")  # the lists above are wrong
+    return draw_sensible(rng, lambda rng: choose(rng, {
+        "model": MODELS, "gpu": GPUS, "amax": AMAXES, "sigma": SIGMAS,
+        "n_eval": EVAL_LENGTHS, "n_dep": DEPLOY_LENGTHS,
+    }), is_sensible, tries=100)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

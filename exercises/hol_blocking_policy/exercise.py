@@ -17,6 +17,7 @@ from typing import Any
 
 from exercises import engine_sim as sim
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -56,20 +57,12 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(tuple(TP_CHOICES))
-        p = {
-            "model": name,
-            "gpu": rng.choice(GPUS),
-            "tp": rng.choice(TP_CHOICES[name]),
-            "mfu": rng.choice(MFUS),
-            "long": rng.choice(LONGS),
-            "short": rng.choice(SHORTS),
-            "n_short": rng.choice(N_SHORTS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return {"model": name, "gpu": rng.choice(GPUS), "tp": rng.choice(TP_CHOICES[name]),
+                **choose(rng, {"mfu": MFUS, "long": LONGS, "short": SHORTS, "n_short": N_SHORTS})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 
 from exercises.catalog import drive, gpu, link, model
 from exercises.coinciding import coinciding
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -68,20 +69,10 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(5000):
-        p = {
-            "big": rng.choice(BIG_MODELS),
-            "small": rng.choice(SMALL_MODELS),
-            "gpu": rng.choice(GPUS),
-            "mfu": rng.choice(MFUS),
-            "drive": rng.choice(DRIVES),
-            "drives": rng.choice(INSTALLED),
-            "shared_gbs": rng.choice(SHARED_GBS),
-            "waf": rng.choice(WAFS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 5000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: choose(rng, {
+        "big": BIG_MODELS, "small": SMALL_MODELS, "gpu": GPUS, "mfu": MFUS, "drive": DRIVES,
+        "drives": INSTALLED, "shared_gbs": SHARED_GBS, "waf": WAFS,
+    }), is_sensible, tries=5000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -50,19 +51,10 @@ MIB = 2**20
 def generate(rng: random.Random) -> dict[str, Any]:
     """A sensible variant: the batch fits in HBM, one layer's prefix fits in the set-aside, and the
     redundant prefix reads are a real share of the step."""
-    for _ in range(2000):
-        p = dict(CANONICAL)
-        p.update(
-            model=rng.choice(MODELS),
-            gpu=rng.choice(GPUS),
-            batch=rng.choice(BATCHES),
-            context=rng.choice(CONTEXTS),
-            prefix=rng.choice(PREFIXES),
-            setaside_pct=rng.choice(SETASIDE_PCTS),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: {**CANONICAL, **choose(rng, {
+        "model": MODELS, "gpu": GPUS, "batch": BATCHES, "context": CONTEXTS,
+        "prefix": PREFIXES, "setaside_pct": SETASIDE_PCTS,
+    })}, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

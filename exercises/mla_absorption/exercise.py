@@ -28,6 +28,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, HasFeature
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -122,18 +123,10 @@ def gqa_intensity(name: str) -> float:
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a GPU, a head split, a cache format, a GQA model and the kernel's attainable share of
     the GPU's peaks until the variant is sensible."""
-    for _ in range(1000):
-        p = {
-            "gpu": rng.choice(GPUS),
-            "attn_tp": rng.choice(ATTN_TP),
-            "cache": rng.choice(CACHES),
-            "gqa_model": rng.choice(GQA_MODELS),
-            "flops_pct": rng.choice(FLOPS_PCTS),
-            "hbm_pct": rng.choice(HBM_PCTS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: choose(rng, {
+        "gpu": GPUS, "attn_tp": ATTN_TP, "cache": CACHES, "gqa_model": GQA_MODELS,
+        "flops_pct": FLOPS_PCTS, "hbm_pct": HBM_PCTS,
+    }), is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, slips_show
 from exercises.slips import Slips, near, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -137,13 +138,11 @@ def weights_per_gpu_bytes(tp: int) -> float:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         g, tp = rng.choice(DEPLOYMENTS)
-        p = {"gpu": g, "tp": tp, "mem_util": rng.choice(MEM_UTILS),
-             "reserve_gb": rng.choice(RESERVES_GB)}
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return {"gpu": g, "tp": tp, **choose(rng, {"mem_util": MEM_UTILS, "reserve_gb": RESERVES_GB})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

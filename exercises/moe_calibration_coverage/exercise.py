@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, HasFeature, WithinContext
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -46,18 +47,9 @@ CANONICAL: dict[str, Any] = {
 def generate(rng: random.Random) -> dict[str, Any]:
     """A sensible variant: the rare expert is short of the threshold, and the threshold sits
     within reach of an ordinary calibration set (not a thousand times the mean)."""
-    for _ in range(2000):
-        p = dict(CANONICAL)
-        p.update(
-            model=rng.choice(MODELS),
-            samples=rng.choice(SAMPLES),
-            seq_len=rng.choice(SEQ_LENS),
-            skew=rng.choice(SKEWS),
-            rule_k=rng.choice(RULE_K),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: {**CANONICAL, **choose(rng, {
+        "model": MODELS, "samples": SAMPLES, "seq_len": SEQ_LENS, "skew": SKEWS, "rule_k": RULE_K,
+    })}, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

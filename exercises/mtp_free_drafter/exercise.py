@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, HasFeature
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -49,16 +50,9 @@ OVERHEADS = tuple(float(x) for x in range(0, 11))
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
-        p = dict(CANONICAL)
-        p.update(
-            accept_pct=rng.choice(ACCEPT_GRID),
-            draft_cost_pct=rng.choice(DRAFT_COSTS),
-            verify_overhead_pct=rng.choice(OVERHEADS),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: {**CANONICAL, **choose(rng, {
+        "accept_pct": ACCEPT_GRID, "draft_cost_pct": DRAFT_COSTS, "verify_overhead_pct": OVERHEADS,
+    })}, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.feasibility import check as infeasible
 from exercises.kernel_tolerance import tolerance_table
@@ -122,17 +123,10 @@ def grid_ctas(batch: int, kv_heads: int, group: int) -> int:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
-        p = {
-            "model": rng.choice(MODELS),
-            "gpu": rng.choice(GPUS),
-            "batch": rng.choice(BATCHES),
-            "context": rng.choice(CONTEXTS),
-            "ctas_per_sm": rng.choice(CTAS_PER_SM),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: choose(rng, {
+        "model": MODELS, "gpu": GPUS, "batch": BATCHES, "context": CONTEXTS,
+        "ctas_per_sm": CTAS_PER_SM,
+    }), is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

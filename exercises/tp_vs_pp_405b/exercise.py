@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -48,16 +49,9 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
-        p = {
-            "node": rng.choice(NODES),
-            "requests": rng.choice(REQUESTS),
-            "context": rng.choice(CONTEXTS),
-            "ar_us": rng.choice(AR_US),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: choose(rng, {
+        "node": NODES, "requests": REQUESTS, "context": CONTEXTS, "ar_us": AR_US,
+    }), is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:
