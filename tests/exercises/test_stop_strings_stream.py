@@ -223,7 +223,7 @@ def test_canonical_templates_render() -> None:
 
 # --- the driver's protocol (run on the reference, outside any sandbox: trusted code) ---------
 
-# (The stdin/stdout protocol now lives in runners/relay.py + runners/child.py; printing
+# (The stdin/stdout protocol now lives in runners/relay.py + runners/case_loop.py; printing
 # students are covered by tests/graders/test_result_channel.py.)
 
 
