@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
@@ -211,22 +212,11 @@ def _one_step(key: str) -> tuple[tuple[Span, ...], tuple[Span, ...], int]:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """A sensible variant: a 1.8-3.5x gap whose four parts are far enough apart to rank."""
-    for _ in range(2000):
-        p = dict(CANONICAL)
-        p.update(
-            model=rng.choice(MODELS),
-            gpu=rng.choice(GPUS),
-            context=rng.choice(CONTEXTS),
-            launch_us=rng.choice(LAUNCH_US),
-            small_us=rng.choice(SMALL_US),
-            eff_pct=rng.choice(EFF_PCT),
-            sort_us=rng.choice(SORT_US),
-            sched_us=rng.choice(SCHED_US),
-            post_us=rng.choice(POST_US),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: {**CANONICAL, **choose(rng, {
+        "model": MODELS, "gpu": GPUS, "context": CONTEXTS, "launch_us": LAUNCH_US,
+        "small_us": SMALL_US, "eff_pct": EFF_PCT, "sort_us": SORT_US, "sched_us": SCHED_US,
+        "post_us": POST_US,
+    })}, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
@@ -79,18 +80,14 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(5000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, tp, precision = rng.choice(DEPLOYMENTS)
-        p = dict(CANONICAL)
-        p.update(
-            model=name, gpu=gpu_name, tp=tp, precision=precision,
-            rate=rng.choice(RATES), prompt=rng.choice(PROMPTS), output=rng.choice(OUTPUTS),
-            gpu_hour_usd=rng.choice(PRICES[gpu_name]), ceiling=rng.choice(CEILINGS),
-            mfu=rng.choice(MFUS), hbm_eff=rng.choice(HBM_EFFS), tpot_ms=rng.choice(TPOTS_MS),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 5000 draws")  # the ranges above are wrong
+        return {**CANONICAL, "model": name, "gpu": gpu_name, "tp": tp, "precision": precision,
+                **choose(rng, {"rate": RATES, "prompt": PROMPTS, "output": OUTPUTS,
+                               "gpu_hour_usd": PRICES[gpu_name], "ceiling": CEILINGS,
+                               "mfu": MFUS, "hbm_eff": HBM_EFFS, "tpot_ms": TPOTS_MS})}
+
+    return draw_sensible(rng, draw, is_sensible, tries=5000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

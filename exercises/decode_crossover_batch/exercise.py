@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, check, slips_show
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
@@ -74,19 +75,19 @@ def min_tp(model_name: str, gpu_name: str) -> int | None:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any] | None:
         g = rng.choice(GPUS)
         schemes = [k for k, (_, math_) in SCHEMES.items()
                    if math_ == "BF16" or gpu(g).fp8_dense_tflops is not None]
         name = rng.choice(MODELS)
         tp = min_tp(name, g)
         if tp is None:  # e.g. Llama-3.1-405B in BF16 needs more than eight A100s or H100s
-            continue
+            return None
         p = {"gpu": g, "model": name, "scheme": rng.choice(schemes),
              "context": rng.choice(CONTEXTS), "tp": tp}
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, link, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, HasFeature, check
 from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -51,7 +52,7 @@ CANONICAL: dict[str, Any] = {
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a model, a node count its experts can fill, a binding node limit and a batch."""
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(MODELS)
         gpn = domain(DOMAINS[0]).gpus
         max_nodes = model(name).n_routed_experts // gpn  # at least one expert per GPU
@@ -64,9 +65,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
             node_limit=model(name).topk_group,
             tokens_per_gpu=rng.choice(TOKENS_PER_GPU),
         )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import NODE_GPUS, Claim, Fits, WithinContext, check
 from exercises.kernel_tolerance import tolerance_table
 from exercises.slips import Slips, nonpositive, tolerances, within
@@ -142,7 +143,7 @@ def crossing(theta: float, head_dim: int, error: float, threshold: float = math.
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a model, a GPU, a prefill length, an MFU and a long-context position until the
     variant is sensible."""
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(MODELS)
         m = model(name)
         assert m.max_context is not None
@@ -156,9 +157,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
             # A position in the upper part of the context window, where long-context requests live.
             "position": rng.randrange(m.max_context // 4, m.max_context),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -135,7 +136,7 @@ def generate(rng: random.Random) -> dict[str, Any]:
 
     The verdict is drawn first (the blurb's case, "only the GQA model holds it", most often) so the
     choice part is not dominated by whichever verdict the raw ranges happen to favour."""
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any] | None:
         (g, tp), names = rng.choice(list(DEPLOYMENTS.items()))
         p = {
             "gqa_model": rng.choice(names),
@@ -151,11 +152,11 @@ def generate(rng: random.Random) -> dict[str, Any]:
         options = [n for n in SESSIONS
                    if FITS[(n <= caps["gqa_cap"], n <= caps["mla_cap"])] == want]
         if not options:
-            continue
+            return None
         p["sessions"] = rng.choice(options)
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

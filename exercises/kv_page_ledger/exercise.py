@@ -23,6 +23,7 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -68,7 +69,7 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any] | None:
         name, g = rng.choice(DEPLOYMENTS)
         p = dict(CANONICAL)
         out_mean = rng.choice(OUT_MEANS)
@@ -76,12 +77,12 @@ def generate(rng: random.Random) -> dict[str, Any]:
                  out_max=rng.choice([o for o in OUT_MAXES if o >= 1.5 * out_mean] or [8000]),
                  n=rng.choice(BURSTS), act_gib=rng.choice(ACT_GIB))
         if not _shape_ok(p):
-            continue
+            return None
         # The offered load: a share of the safe cap's capacity, rounded as displayed.
         p["rate"] = round(rng.choice(LOAD) * _capacity(p, _cap_worst(p)), 2)
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def _shape_ok(p: dict[str, Any]) -> bool:

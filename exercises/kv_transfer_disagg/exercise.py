@@ -17,6 +17,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -65,24 +66,14 @@ CANONICAL: dict[str, Any] = {
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a sensible variant: the weights fit with room for KV, the TPOT is reachable at a full
     pool, and the two sides are far enough apart that the which-side answer is not a coin toss."""
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(MODELS)
-        p = dict(CANONICAL)
-        p.update(
-            model=name,
-            gpu=rng.choice(GPUS),
-            nic=rng.choice(NICS),
-            tp=rng.choice(TP_CHOICES[name]),
-            prompt=rng.choice(PROMPTS),
-            output=rng.choice(OUTPUTS),
-            mfu=rng.choice(MFUS),
-            tpot_ms=rng.choice(TPOTS_MS),
-            block=rng.choice(BLOCKS),
-            ratio=rng.choice(RATIOS),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return {**CANONICAL, "model": name, **choose(rng, {
+            "gpu": GPUS, "nic": NICS, "tp": TP_CHOICES[name], "prompt": PROMPTS,
+            "output": OUTPUTS, "mfu": MFUS, "tpot_ms": TPOTS_MS, "block": BLOCKS, "ratio": RATIOS,
+        })}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Holds
 from exercises.file_module import load_file
 from exercises.slips import Slips, near, tolerances
@@ -69,7 +70,7 @@ def _load(name: str) -> ModuleType:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         owner = rng.choice(OWNERS)
         step = rng.choice(STEPS_MS)
         rate = rng.choice(RATES)
@@ -90,9 +91,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
         )
         if float(p["rate_hi"]).is_integer():
             p["rate_hi"] = int(p["rate_hi"])
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def period_hi(p: dict[str, Any]) -> float:

@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -162,22 +163,13 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a deployment and a start-up profile; redraw until the variant is sensible."""
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, tp, wbytes = rng.choice(DEPLOYMENTS)
-        p = {
-            "model": name,
-            "gpu": gpu_name,
-            "tp": tp,
-            "weight_bytes": wbytes,
-            "util": rng.choice(UTILS),
-            "act_gb": rng.choice(ACT_GB),
-            "nontorch_gb": rng.choice(NONTORCH_GB),
-            "max_model_len": rng.choice(MAX_LENS[name]),
-            "avg_tokens": rng.choice(AVG_TOKENS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return {"model": name, "gpu": gpu_name, "tp": tp, "weight_bytes": wbytes,
+                **choose(rng, {"util": UTILS, "act_gb": ACT_GB, "nontorch_gb": NONTORCH_GB,
+                               "max_model_len": MAX_LENS[name], "avg_tokens": AVG_TOKENS})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 # ----------------------------------------------------------------------------------------------

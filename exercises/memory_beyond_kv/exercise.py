@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -130,7 +131,7 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, tp, wbytes = rng.choice(DEPLOYMENTS)
         batched = rng.choice(BATCHED_TOKENS)
         seqs = rng.choice(MAX_SEQS)
@@ -146,9 +147,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
             "nontorch_gb": rng.choice(NONTORCH_GB),
             "graphs_gb": rng.choice(GRAPHS_GB),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from exercises.catalog import domain, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -68,25 +69,21 @@ def redundant_choices(group: int) -> list[int]:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         group = rng.choice(EP_GROUPS)
         kv_model, kv_tp = rng.choice(KV_DEPLOYMENTS)
-        p = dict(CANONICAL)
-        p.update(
-            before=rng.choice(BEFORE_DOMAINS),
-            ep_group=group,
-            redundant=rng.choice(redundant_choices(group)),
-            tokens_per_gpu=rng.choice(TOKENS_PER_GPU),
-            kv_model=kv_model,
-            kv_tp=kv_tp,
-            prompt=rng.choice(PROMPTS),
-            long_model=rng.choice(LONG_MODELS),
-            long_context=rng.choice(LONG_CONTEXTS),
-            long_kv_bytes=rng.choice(KV_DTYPE_BYTES),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return {
+            **CANONICAL,
+            "before": rng.choice(BEFORE_DOMAINS),
+            "ep_group": group,
+            **choose(rng, {"redundant": redundant_choices(group), "tokens_per_gpu": TOKENS_PER_GPU}),
+            "kv_model": kv_model,
+            "kv_tp": kv_tp,
+            **choose(rng, {"prompt": PROMPTS, "long_model": LONG_MODELS,
+                           "long_context": LONG_CONTEXTS, "long_kv_bytes": KV_DTYPE_BYTES}),
+        }
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

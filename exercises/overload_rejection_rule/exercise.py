@@ -27,6 +27,7 @@ import random
 from typing import Any
 
 from exercises import engine_sim
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Holds
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
@@ -54,17 +55,17 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any] | None:
         mu = rng.choice(SERVICE_RATES)
         base = mu * rng.choice(BASE_FRACTIONS)
         spike = mu * rng.choice(SPIKE_FACTORS)
         if base != int(base) or spike != int(spike):
-            continue
+            return None
         p = {"service_rate": mu, "base_rate": int(base), "spike_rate": int(spike),
              "spike_s": rng.choice(SPIKE_SECONDS), "timeout_s": rng.choice(TIMEOUTS)}
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

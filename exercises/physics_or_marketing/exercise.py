@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
@@ -80,16 +81,16 @@ def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a sensible variant: the claim is well above the one-GPU ceiling, every condition is
     clearly true or clearly false (at least 10 % from the claim, and a batch that fits in HBM or
     clearly does not)."""
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, precision, gpu_name = rng.choice(SETUPS)
         p = dict(CANONICAL)
         p.update(model=name, precision=precision, gpu=gpu_name, ar_us=rng.choice(AR_US),
                  tau_typ=rng.choice(TAU_TYP), context=rng.choice(CONTEXTS))
         ceiling = _ceiling(p)
         p["claim"] = _slide_number(ceiling * rng.choice(CLAIM_FACTORS) * rng.uniform(0.9, 1.1))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, link, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext, check
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Evidence, Mistake, Quantity
@@ -72,17 +73,15 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, g, tp = rng.choice(DEPLOYMENTS)
-        p = dict(CANONICAL)
         max_tokens = rng.choice(MAX_TOKENS)
-        p.update(model=name, gpu=g, tp=tp, prompt=rng.choice(PROMPTS), max_tokens=max_tokens,
-                 output=rng.choice(OUTPUTS), mfu=rng.choice(MFUS),
-                 victim_generated=rng.choice([max_tokens // 2, 3 * max_tokens // 4,
-                                               max_tokens - 1]))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return {**CANONICAL, "model": name, "gpu": g, "tp": tp, "prompt": rng.choice(PROMPTS),
+                "max_tokens": max_tokens,
+                **choose(rng, {"output": OUTPUTS, "mfu": MFUS, "victim_generated": [
+                    max_tokens // 2, 3 * max_tokens // 4, max_tokens - 1]})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

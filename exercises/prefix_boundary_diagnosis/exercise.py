@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -70,7 +71,7 @@ def with_evidence(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(tuple(MODELS))
         n_serving = rng.choice((2, 3, 4, 5))
         p = {
@@ -93,9 +94,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
         }
         p["restarted_after"] = p["requests"][-1] * rng.choice((2, 4, 6)) // 10
         p = with_evidence(p)
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -72,7 +73,7 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         arch = rng.choice(list(MODELS))
         g, tp = rng.choice(LAYOUTS[arch])
         p = dict(CANONICAL)
@@ -80,9 +81,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
         p.update(arch=arch, gpu=g, tp=tp, prompt=rng.choice(PROMPTS), out_max=out_max,
                  other_gib=rng.choice(OTHER_GIB),
                  victim_gen=round(out_max * rng.choice(VICTIM_SHARE)))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

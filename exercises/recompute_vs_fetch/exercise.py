@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
@@ -61,13 +62,12 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(tuple(TP_CHOICES))
-        p = {"model": name, "gpu": rng.choice(GPUS), "tp": rng.choice(TP_CHOICES[name]),
-             "mfu": rng.choice(MFUS), "slow_gbs": rng.choice(SLOW_TIER_GBS)}
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")
+        return {"model": name, **choose(rng, {"gpu": GPUS, "tp": TP_CHOICES[name], "mfu": MFUS,
+                                              "slow_gbs": SLOW_TIER_GBS})}
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

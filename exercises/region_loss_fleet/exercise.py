@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Holds
 from exercises.file_module import load_file
 from exercises.slips import Slips, near, tolerances
@@ -58,7 +59,7 @@ def _reference() -> ModuleType:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         n = rng.choice(REGION_COUNTS)
         names = rng.sample(NAMES, n)
         if rng.random() < 0.5:
@@ -75,9 +76,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
             "start_min": rng.choice(START_MIN),
             "neighbour": rng.choice(names[1:]),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -25,6 +25,7 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, HasFeature, Holds, WithinContext
 from exercises.slips import Slips, tolerances
 from exercises.spec import Mistake, Quantity
@@ -64,18 +65,13 @@ def family(name: str) -> str:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a model, two request lengths and a pool; redraw until the variant is sensible."""
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name = rng.choice(MODELS)
         fam = family(name)
-        p = {
-            "model": name,
-            "context": rng.choice(LONG_CONTEXTS[fam]),
-            "short": rng.choice(SHORT_CONTEXTS[fam]),
-            "pool_gb": rng.choice(POOLS_GB),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")  # the lists above are wrong
+        return {"model": name, **choose(rng, {"context": LONG_CONTEXTS[fam],
+                                              "short": SHORT_CONTEXTS[fam], "pool_gb": POOLS_GB})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

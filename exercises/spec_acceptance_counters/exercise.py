@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import NODE_GPUS, UNSTATED_WEIGHT_BYTES, Claim, Fits, HasFeature, check
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -104,11 +105,11 @@ def _add(s: dict[str, Any], t: float, dd: int, dt: int, da: int, k: int) -> dict
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         p = _draw(rng)
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 def _draw(rng: random.Random) -> dict[str, Any]:

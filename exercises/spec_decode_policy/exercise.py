@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Holds
 from exercises.file_module import load_file
 from exercises.slips import Slips, near, tolerances
@@ -60,17 +61,11 @@ def _reference() -> ModuleType:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
-        p = dict(CANONICAL)
-        p.update(
-            batch=rng.choice(BATCHES), k=rng.choice(KS), c=rng.choice(CS),
-            t_mem_ms=rng.choice(T_MEMS), n_knee=rng.choice(KNEES),
-            alpha_low=rng.choice(ALPHA_LOWS), alpha_tail=rng.choice(ALPHA_TAILS),
-            drafts=rng.choice(DRAFTS), alpha_true=rng.choice(ALPHA_TRUES),
-        )
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+    return draw_sensible(rng, lambda rng: {**CANONICAL, **choose(rng, {
+        "batch": BATCHES, "k": KS, "c": CS, "t_mem_ms": T_MEMS, "n_knee": KNEES,
+        "alpha_low": ALPHA_LOWS, "alpha_tail": ALPHA_TAILS, "drafts": DRAFTS,
+        "alpha_true": ALPHA_TRUES,
+    })}, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -78,17 +79,13 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(5000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, precision, tp = rng.choice(DEPLOYMENTS)
-        p = {
-            "model": name, "precision": precision, "gpu": rng.choice(GPUS), "tp": tp,
-            "batch": rng.choice(BATCHES), "context": rng.choice(CONTEXTS),
-            "eta": rng.choice(ETAS), "ar_us": rng.choice(AR_US), "chunk": rng.choice(CHUNKS),
-            "mfu": rng.choice(MFUS), "rate": rng.choice(RATES), "prompt": rng.choice(PROMPTS),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 5000 draws")
+        return {"model": name, "precision": precision, "gpu": rng.choice(GPUS), "tp": tp,
+                **choose(rng, {"batch": BATCHES, "context": CONTEXTS, "eta": ETAS, "ar_us": AR_US,
+                               "chunk": CHUNKS, "mfu": MFUS, "rate": RATES, "prompt": PROMPTS})}
+
+    return draw_sensible(rng, draw, is_sensible, tries=5000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds
 from exercises.slips import Slips, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -132,19 +133,12 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(1000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, wbytes = rng.choice(DEPLOYMENTS)
-        p = {
-            "model": name,
-            "gpu": gpu_name,
-            "weight_bytes": wbytes,
-            "util": rng.choice(UTILS),
-            "other_gb": rng.choice(OTHER_GB),
-            "kv_bytes": rng.choice(KV_BYTES),
-        }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 1000 draws")
+        return {"model": name, "gpu": gpu_name, "weight_bytes": wbytes,
+                **choose(rng, {"util": UTILS, "other_gb": OTHER_GB, "kv_bytes": KV_BYTES})}
+
+    return draw_sensible(rng, draw, is_sensible)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, model
+from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Evidence, Mistake, Quantity
@@ -64,16 +65,14 @@ CANONICAL: dict[str, Any] = {
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, g, tp, wb = rng.choice(DEPLOYMENTS)
-        p = dict(CANONICAL)
         mt = rng.choice(MAX_TOKENS)
-        p.update(model=name, gpu=g, tp=tp, wbytes=wb, pool_tokens=rng.choice(POOLS),
-                 block=rng.choice(BLOCKS), prompt=rng.choice(PROMPTS), max_tokens=mt,
-                 reply=round(mt * rng.choice(REPLY_SHARE)))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")
+        return {**CANONICAL, "model": name, "gpu": g, "tp": tp, "wbytes": wb,
+                **choose(rng, {"pool_tokens": POOLS, "block": BLOCKS, "prompt": PROMPTS}),
+                "max_tokens": mt, "reply": round(mt * rng.choice(REPLY_SHARE))}
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:
