@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from exercises import mutants
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim
 from exercises.file_module import load_file
 from exercises.registry import expose_shared_modules
@@ -66,7 +67,7 @@ def _mutant(name: str) -> ModuleType:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """A small three-request trace in which the pool runs dry at least once."""
-    for _ in range(2000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         p = {
             "num_blocks": rng.randint(4, 8),
             "block_size": rng.choice((2, 3, 4)),
@@ -80,9 +81,9 @@ def generate(rng: random.Random) -> dict[str, Any]:
             s = rng.randint(*start)
             p["requests"].append({"rid": rid, "prompt": list(range(s, s + rng.randint(*plen))),
                                   "max_new": rng.randint(*new), "arrival": rng.randint(*arrive)})
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 2000 draws")  # the ranges above are wrong
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=2000)
 
 
 def _fits(p: dict[str, Any]) -> bool:

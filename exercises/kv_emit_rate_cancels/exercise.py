@@ -22,6 +22,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, check
 from exercises.slips import Slips, near, tolerances, unusable
 from exercises.spec import Mistake, Quantity
@@ -87,20 +88,20 @@ CANONICAL: dict[str, Any] = {
 
 def generate(rng: random.Random) -> dict[str, Any]:
     pool = [(m, g, pr) for m in INSTANCE_GPUS for g in GPUS for pr in PRECISIONS]
-    for _ in range(5000):
+
+    def draw(rng: random.Random) -> dict[str, Any]:
         first = [rng.choice(ROW_A_MODELS), rng.choice(GPUS), rng.choice(PRECISIONS)]
         others = rng.sample([r for r in pool if list(r) != first], 5)
         link_name, share = rng.choice(LINKS)
-        p = {
+        return {
             "rows": [first, *[list(r) for r in others]],
             "mfu": rng.choice(MFUS),
             "link": link_name,
             "gpus_per_nic": share,
             "long_prompt": rng.choice(LONG_PROMPTS),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 5000 draws")  # the ranges above are wrong
+
+    return draw_sensible(rng, draw, is_sensible, tries=5000)
 
 
 def is_sensible(p: dict[str, Any]) -> bool:
