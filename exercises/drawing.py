@@ -22,14 +22,16 @@ def choose(rng: random.Random, table: Mapping[str, Sequence[Any]]) -> Params:
 
 
 def draw_sensible(rng: random.Random, draw: Callable[[random.Random], Params | None],
-                  is_sensible: Callable[[Params], bool], tries: int = 1000) -> Params:
+                  is_sensible: Callable[[Params], bool], tries: int = 1000,
+                  message: str | None = None) -> Params:
     """The first `draw(rng)` that `is_sensible` accepts, in at most `tries` draws.
 
     `draw` may return None for a candidate it already knows is no good (the loops' `continue`),
-    which uses up a try just as a rejected candidate does."""
+    which uses up a try just as a rejected candidate does. `message` replaces the error's usual
+    wording, for the exercises that already said it their own way."""
     for _ in range(tries):
         p = draw(rng)
         if p is not None and is_sensible(p):
             return p
     # The exercise's ranges are wrong: say so rather than hand out a variant that isn't sensible.
-    raise RuntimeError(f"no sensible variant in {tries} draws")
+    raise RuntimeError(message or f"no sensible variant in {tries} draws")

@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from exercises.catalog import model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, WithinContext
 from exercises.slips import Slips, near, negative, tolerances
 from exercises.spec import Mistake, Quantity
@@ -93,7 +94,7 @@ def is_sensible(p: dict[str, Any]) -> bool:
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw samples, block size and the two workloads; about one variant in four has a prompt
     that is a whole number of blocks (no copy fires)."""
-    for _ in range(10_000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         block = rng.choice(BLOCKS)
         prompt = rng.randint(*PROMPT)
         if rng.random() < 0.25:
@@ -107,9 +108,10 @@ def generate(rng: random.Random) -> dict[str, Any]:
             "r_prompt": rng.randint(*R_PROMPT),
             "r_output": 100 * rng.randint(R_OUTPUT[0] // 100, R_OUTPUT[1] // 100),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 10,000 draws; the ranges above are inconsistent")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=10_000,
+                         message="no sensible variant in 10,000 draws; the ranges above are inconsistent")
 
 
 # ----------------------------------------------------------------------------------------------

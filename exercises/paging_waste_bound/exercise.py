@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext, check
 from exercises.slips import Slips, near, tolerances
 from exercises.spec import Mistake, Quantity
@@ -126,7 +127,7 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a deployment and a workload; redraw until the variant is sensible."""
-    for _ in range(10_000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, tp = rng.choice(DEPLOYMENTS)
         p = {
             "model": name,
@@ -140,9 +141,10 @@ def generate(rng: random.Random) -> dict[str, Any]:
             # a system prompt or document of 300 to 6,000 tokens, to the token
             "shared_prefix": rng.randint(300, 6000),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 10,000 draws; the ranges above are inconsistent")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=10_000,
+                         message="no sensible variant in 10,000 draws; the ranges above are inconsistent")
 
 
 # ----------------------------------------------------------------------------------------------

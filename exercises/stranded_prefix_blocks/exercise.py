@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import UNSTATED_WEIGHT_BYTES, Claim, Fits, WithinContext
 from exercises.slips import Slips, near, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -100,7 +101,7 @@ def is_sensible(p: dict[str, Any]) -> bool:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a deployment and a cache content; redraw until the variant is sensible."""
-    for _ in range(10_000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         name, gpu_name, tp = rng.choice(DEPLOYMENTS)
         block = rng.choice(BLOCKS)
         conv = rng.choice(CONV_K) * 1024
@@ -119,9 +120,10 @@ def generate(rng: random.Random) -> dict[str, Any]:
             "sessions": rng.randint(*SESSIONS),
             "session_tokens": 10 * rng.randint(SESSION_TOKENS[0] // 10, SESSION_TOKENS[1] // 10),
         }
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant in 10,000 draws; the ranges above are inconsistent")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=10_000,
+                         message="no sensible variant in 10,000 draws; the ranges above are inconsistent")
 
 
 # ----------------------------------------------------------------------------------------------

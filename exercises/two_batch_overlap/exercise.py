@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext, slips_show
 from exercises.slips import Slips, isclose, nonpositive, tolerances
 from exercises.spec import Mistake, Quantity
@@ -111,13 +112,14 @@ def crossover_exact(p: dict[str, Any], delta: float | None = None) -> float:
 
 
 def generate(rng: random.Random) -> dict[str, Any]:
-    for _ in range(10_000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         p = _params(rng.choice(GPUS), rng.choice(EP_DEGREES), rng.choice(CONTEXTS),
                     rng.choice(M0_US), rng.choice(M_US), rng.choice(DELTAS_US),
                     rng.choice(BIG_BATCHES), rng.choice(SMALL_BATCHES))
-        if is_sensible(p):
-            return p
-    raise RuntimeError("no sensible variant found; the ranges above are inconsistent")
+        return p
+
+    return draw_sensible(rng, draw, is_sensible, tries=10_000,
+                         message="no sensible variant found; the ranges above are inconsistent")
 
 
 def is_sensible(p: dict[str, Any]) -> bool:

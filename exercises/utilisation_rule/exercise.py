@@ -19,6 +19,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.spec import Mistake, Quantity
 
@@ -140,16 +141,17 @@ def _sensible(p: dict[str, Any]) -> bool:
 
 def generate(rng: random.Random) -> dict[str, Any]:
     """Draw a deployment and workload; redraw until every answer is in its sensible range."""
-    for _ in range(10_000):
+    def draw(rng: random.Random) -> dict[str, Any]:
         model_name, gpu_name, n_gpus = rng.choice(DEPLOYMENTS)
         mfu = rng.choice(MFUS)
         # Mean prompts from 1K to 16K tokens, in steps of 100, the span chat and RAG traffic covers.
         tokens = 100 * rng.randint(10, 160)
         p = _params(model_name, gpu_name, n_gpus, mfu, tokens, rng.choice(T99_CHOICES),
                     rng.choice(RHO_TARGETS), rng.choice(SIGMAS))
-        if _sensible(p):
-            return p
-    raise RuntimeError("no sensible variant found; the ranges above are inconsistent")
+        return p
+
+    return draw_sensible(rng, draw, _sensible, tries=10_000,
+                         message="no sensible variant found; the ranges above are inconsistent")
 
 
 # --- answers ------------------------------------------------------------------------------------
