@@ -17,6 +17,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, link, model
+from exercises.deployment import deployment
 from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, near, tolerances
@@ -284,9 +285,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
     out: list[Mistake] = []
 
     add = Slips(s, TOLERANCE, out, merge=near, merge_floor=1e-9).add

@@ -21,6 +21,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.deployment import deployment
 from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext
 from exercises.slips import Slips, nonpositive, tolerances
@@ -180,9 +181,7 @@ CEILING = ["last_block", "growth", "caps"]
 
 
 def solve(p: dict[str, Any]) -> dict[str, Any]:
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
 
     heads_gpu = m.kv_heads_per_gpu(tp)
     kv_gpu = m.kv_bytes_per_token_per_gpu(tp, KV_DTYPE_BYTES)
@@ -311,9 +310,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
     out: list[Mistake] = []
 
     add = Slips(s, TOLERANCE, out, merge_floor=1e-9, skip=nonpositive).add

@@ -18,7 +18,8 @@ import math
 import random
 from typing import Any
 
-from exercises.catalog import gpu, model
+from exercises.catalog import model
+from exercises.deployment import deployment
 from exercises.drawing import draw_sensible
 from exercises.feasibility import Claim, Fits
 from exercises.slips import Slips, nonpositive, tolerances
@@ -159,9 +160,7 @@ MEASURED = ["weights", "forward_peak", "sampler", "non_torch"]
 
 
 def solve(p: dict[str, Any]) -> dict[str, Any]:
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
 
     mlp = mlp_peak_bytes(p["max_batched"], m.ffn, tp)
     logits = logits_bytes(p["max_seqs"], m.vocab)
@@ -264,9 +263,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
     out: list[Mistake] = []
 
     add = Slips(s, TOLERANCE, out, skip=nonpositive).add

@@ -23,6 +23,7 @@ from typing import Any
 
 from exercises import engine_sim
 from exercises.catalog import gpu, link, model
+from exercises.deployment import deployment
 from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, Holds, WithinContext, check
 from exercises.slips import Slips, nonpositive, tolerances
@@ -243,9 +244,7 @@ def _model_answer(p: dict[str, Any]) -> str:
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
     n = s["victim_tokens"]
     out: list[Mistake] = []
 

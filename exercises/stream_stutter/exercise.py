@@ -23,6 +23,7 @@ import random
 from typing import Any
 
 from exercises.catalog import gpu, model
+from exercises.deployment import deployment
 from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits, WithinContext
 from exercises.slips import Slips, near, tolerances, unusable
@@ -290,9 +291,7 @@ def evidence(p: dict[str, Any]) -> dict[str, Evidence]:
 
 def mistakes(p: dict[str, Any]) -> list[Mistake]:
     s = solve(p)
-    m = model(p["model"])
-    g = gpu(p["gpu"])
-    tp = p["tp"]
+    m, g, tp = deployment(p)
     out: list[Mistake] = []
 
     add = Slips(s, TOLERANCE, out, accept=near, merge=near, merge_floor=1e-9, skip=unusable).add
