@@ -9,17 +9,28 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
+
+# A worker grades on several threads: two first calls must not run one file twice.
+_lock = threading.RLock()
 
 
 def load_file(name: str, path: Path) -> ModuleType:
     """The module at `path` under the private module name `name`, loaded on the first call."""
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    with _lock:
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(spec)
+            # Registered before it runs, as an import would: dataclasses look their module up.
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)  # a later call tries again, not a half-run module
+                raise
+        return module

@@ -19,10 +19,7 @@ exercise, so students read one format everywhere.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -32,6 +29,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from exercises.file_module import load_file
 from graders.base import Check
 
 Case = dict[str, Any]
@@ -41,30 +39,12 @@ CheckTable = Sequence[tuple[str, float, str]]
 T = TypeVar("T")
 
 
-_sibling_lock = threading.RLock()
-
-
 def sibling(checks_file: str, stem: str) -> ModuleType:
     """`<stem>.py` beside checks.py (the reference, a simulator): trusted code the checks call
     themselves, loaded once per process under a private name. Not the module the grader loads
     for the expected outputs (graders.code.load_module), so the two never share state."""
     folder = Path(checks_file).resolve().parent
-    name = f"roofline_checks_{folder.parent.name}_{stem}"
-    with _sibling_lock:
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, folder / f"{stem}.py")
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {folder / stem}.py")
-            module = importlib.util.module_from_spec(spec)
-            # Registered before it runs, as an import would: dataclasses look their module up.
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
-        return module
+    return load_file(f"roofline_checks_{folder.parent.name}_{stem}", folder / f"{stem}.py")
 
 
 def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
