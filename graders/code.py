@@ -41,11 +41,9 @@ import binascii
 import gc
 import hashlib
 import hmac
-import importlib.util
 import json
 import secrets
 import signal
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -54,6 +52,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from exercises.file_module import load_file
 from exercises.registry import expose_shared_modules, shared_module_path
 from exercises.spec import PartSpec
 from graders import fixed_cases, outputs
@@ -103,36 +102,17 @@ LIMIT_CHECKS = {
 }
 
 _lock = threading.Lock()
-_modules: dict[tuple[str, int, int], ModuleType] = {}
 _expected: OrderedDict[tuple[Any, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = (
     OrderedDict())
 
 
 def load_module(path: Path) -> ModuleType:
-    """Import one trusted exercise file under a name of its own (reloaded when the file changes).
-
-    The module is registered in sys.modules because dataclasses and pickling look it up there.
-    """
+    """Import one trusted exercise file under a name of its own (reloaded when the file changes:
+    the name carries its path, mtime and size), through exercises.file_module.load_file."""
     st = path.stat()
     key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-    with _lock:
-        cached = _modules.get(key)
-        if cached is not None:
-            return cached
-        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
-        name = f"roofline_exercise_code_{digest}_{path.stem}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        _modules[key] = module
-        return module
+    digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+    return load_file(f"roofline_exercise_code_{digest}_{path.stem}", path)
 
 
 def _source_bytes(answer_text: str) -> bytes:
