@@ -2,9 +2,10 @@
 
 Started by run.py (the trusted parent) inside the sandbox as
 
-    python -I -B kernel_child.py CMD_FD REPLY_FD MODE
+    python -I -B kernel_child.py CMD_FD REPLY_FD MODE [SOURCE]
 
-It imports submission.py (in Triton's interpreter when MODE is "preview"), then answers one
+It imports submission.py (in Triton's interpreter when MODE is "preview"): the one beside it, or
+SOURCE, a batched submission's own submission.py (run.py says when), then answers one
 command per line on CMD_FD with one JSON reply per line on REPLY_FD, each carrying the command's
 nonce:
 
@@ -84,12 +85,13 @@ def host_spy(torch: Any, log: Any) -> Any:
 
 
 class Child:
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, source: str) -> None:
         import torch
         from aot import LaunchLog
 
         self.torch = torch
         self.mode = mode
+        self.source = source
         self.device = "cuda" if mode == "gpu" else "cpu"
         self.log = LaunchLog()
         self.log.install(interpreted=mode == "preview")
@@ -105,7 +107,7 @@ class Child:
 
     def load_submission(self) -> dict[str, Any]:
         try:
-            self.module = _load(os.path.join(HERE, STUDENT_FILE), "submission")
+            self.module = _load(self.source, "submission")
         except BaseException as exc:  # noqa: BLE001 - SystemExit from the student's file too
             return {"kind": "import_error", "report": _report(exc)}
         return {"kind": "ready"}
@@ -147,7 +149,7 @@ class Child:
         report: dict[str, Any] = {"ok": False, "kernels": []}
         done = subprocess.run(
             [sys.executable, "-I", "-B", os.path.join(HERE, "aot.py"),
-             os.path.join(HERE, STUDENT_FILE), path],
+             self.source, path],
             # No wall-clock timeout of its own: run.py's budget counts this process's CPU
             # time, stops it at its backstop, and one kill ends our whole process group.
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=2, env=env, cwd=HERE)
@@ -171,6 +173,7 @@ class Child:
 
 def main() -> None:
     cmd_fd, reply_fd, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    source = sys.argv[4] if len(sys.argv) > 4 else os.path.join(HERE, STUDENT_FILE)
     commands = os.fdopen(cmd_fd, "r", encoding="utf-8")
     replies = os.fdopen(reply_fd, "w", encoding="utf-8")
     sys.path.insert(0, HERE)
@@ -180,7 +183,7 @@ def main() -> None:
         replies.flush()
 
     hello = json.loads(commands.readline())
-    child = Child(mode)
+    child = Child(mode, source)
     reply(hello["nonce"], child.load_submission())
     for line in commands:
         cmd = json.loads(line)

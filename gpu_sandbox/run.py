@@ -16,6 +16,14 @@ This process is non-dumpable before the child exists, reads its key before anyth
 student's runs (the child's stdin is /dev/null), and writes its result as one line sealed with
 that key (the same keyed BLAKE2b as runners/relay.py), so nothing the child writes can pose as
 the result. Standard library + torch; imports nothing of ours outside gpu_sandbox.
+
+A batch (graders/kernel.py grade_batch: the selftest's TRUSTED sources, never a student's) is
+the config's "batch", a list of submission paths in the sandbox (each named submission.py, in a
+folder of its own). Each runs the flow above as if alone: a fresh child given that path, the
+same per-case seeds, its own time budgets and compile step; only this process's torch import,
+the sandbox's start and the Triton cache in /tmp are shared. Each submission's stderr (its
+prints and ours) goes to a file of its own, returned in its report, so the grader reads the same
+output tail as a run of its own. The one sealed line is then {"batch": [report, ...]}.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import json
 import os
 import secrets
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +55,9 @@ IMPORT_LIMIT_S = 20.0  # torch + triton + the student's module-level code
 COMPILE_LIMIT_S = 20.0  # aot.py: triton + the submission again, and each kernel's sm_90 build
 MAX_REPLY_BYTES = 1 << 20
 WORK = "/tmp/kernel-cases"
+BATCH_STDERR = "/tmp/kernel-batch-stderr"
+# Of each batched submission's stderr, the end the grader keeps (its tail is 4 KiB at most).
+BATCH_STDERR_BYTES = 64 << 10
 
 
 def seal(key: bytes, body: bytes) -> str:
@@ -78,16 +90,18 @@ class ChildTimeout(Exception):
 class Child:
     """One kernel_child.py process and its two pipes."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, source: str | None = None) -> None:
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env.update({"TRITON_CACHE_DIR": "/tmp/triton-cache", "PYTHONDONTWRITEBYTECODE": "1"})
         if mode == "preview":
             env["TRITON_INTERPRET"] = "1"
+        # A batched submission's path is the child's optional last argument; a run of one
+        # starts the child exactly as before (it loads submission.py beside it).
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", os.path.join(HERE, "kernel_child.py"), str(cmd_r),
-             str(reply_w), mode],
+             str(reply_w), mode, *([source] if source else [])],
             stdin=subprocess.DEVNULL, stdout=2, stderr=2, pass_fds=(cmd_r, reply_w), env=env,
             cwd=HERE, start_new_session=True)  # one kill ends the compiler process too
         os.close(cmd_r)
@@ -160,7 +174,8 @@ def _load_task(torch: Any) -> Any:
     return task
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
+def run(config: dict[str, Any], source: str | None = None) -> dict[str, Any]:
+    """One submission's report: `source` (a batch's) or submission.py beside this file."""
     import torch
     from compare import compare_case, poison
     from cpuclock import WALL_FACTOR, Budget
@@ -185,7 +200,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     restarts = 0
 
     def start() -> tuple[Child | None, dict[str, Any]]:
-        child = Child(mode)
+        child = Child(mode, source)
         try:
             reply = child.ask({"op": "hello"}, Budget(IMPORT_LIMIT_S))
         except ChildTimeout as timeout:
@@ -292,6 +307,37 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def run_batch(config: dict[str, Any]) -> dict[str, Any]:
+    """Each submission of config["batch"] run as by run(), one after another, each with its own
+    stderr file; one submission's harness failure is its own report ("internal")."""
+    reports = []
+    for source in config["batch"]:
+        shutil.rmtree(WORK, ignore_errors=True)  # no case file of the previous one is left
+        sys.stderr.flush()
+        saved = os.dup(2)
+        fd = os.open(BATCH_STDERR, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)  # the child inherits it as its stdout and stderr
+        os.close(fd)
+        start = time.monotonic()
+        try:
+            report = run(config, os.path.join(HERE, source))
+        except Exception as exc:
+            import traceback
+
+            report = {"internal": "".join(traceback.format_exception(exc))[-3000:]}
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        with open(BATCH_STDERR, "rb") as f:
+            f.seek(max(0, os.path.getsize(BATCH_STDERR) - BATCH_STDERR_BYTES))
+            # latin-1: every byte survives JSON and comes back as itself (graders/kernel.py).
+            report["stderr"] = f.read().decode("latin-1")
+        report["wall_s"] = round(time.monotonic() - start, 3)
+        reports.append(report)
+    return {"batch": reports}
+
+
 def main() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -301,7 +347,7 @@ def main() -> int:
     config = json.loads(sys.stdin.readline())
     sys.path.insert(0, HERE)
     try:
-        result = run(config)
+        result = run_batch(config) if "batch" in config else run(config)
     except Exception as exc:
         import traceback
 

@@ -21,6 +21,14 @@ check keeps the usual "partial" / "incorrect": the failure (wrong values, an unw
 element, an sm_90 compile error) is real and is what the student acts on. `extra["final"]` says
 which of the two a result is. The result line is sealed with a key made here per
 run, as for code parts, so nothing the student's code prints can pose as it.
+
+`grade_batch` grades several TRUSTED sources (the selftest's reference, starter, mutants and
+equivalents; never a student's) in one sandbox run: static checks per source as in `grade`,
+then run.py runs each remaining source as it runs one (a fresh child, the same seeds, its own
+budgets and compile step), sharing only its torch import and the sandbox's start, and seals one
+line holding a report per source. Each report becomes a GradeResult through the same code as
+`grade`'s, so a batch grades as the sources would one by one (tests/graders/
+test_kernel_batch.py). The sandbox's limits are the sum of the sources'.
 """
 from __future__ import annotations
 
@@ -111,8 +119,15 @@ def read_result(stdout: bytes, key: bytes) -> dict[str, Any] | None:
     return None
 
 
-def sandbox_spec(part: PartSpec, source: bytes, kernel_dir: Path, params: dict[str, Any],
-                 seed: int, device: str, key: bytes) -> Any:
+def batch_file(index: int) -> str:
+    """Where a batch's source lies in the sandbox: a folder of its own, under the name the
+    child's tracebacks and messages give (submission.py)."""
+    return f"batch/{index}/{STUDENT_FILE}"
+
+
+def sandbox_spec(part: PartSpec, source: bytes | list[bytes], kernel_dir: Path,
+                 params: dict[str, Any], seed: int, device: str, key: bytes) -> Any:
+    """One source's run, or (a list) a batch of trusted sources in one run."""
     from runners import runtime_python
     from runners.spec import SandboxSpec
 
@@ -121,15 +136,22 @@ def sandbox_spec(part: PartSpec, source: bytes, kernel_dir: Path, params: dict[s
     files = {name: (here / name).read_bytes() for name in names}
     files["cpuclock.py"] = (here.parent / "runners" / "cpuclock.py").read_bytes()
     files["task.py"] = (kernel_dir / "task.py").read_bytes()
-    files[STUDENT_FILE] = source
+    config: dict[str, Any] = {"mode": "gpu" if device == "gpu" else "preview", "params": params,
+                              "seed": int(seed), "time_limit_s": part.time_limit_s}
+    if isinstance(source, bytes):
+        files[STUDENT_FILE] = source
+        runs = 1
+    else:
+        files.update({batch_file(i): s for i, s in enumerate(source)})
+        config["batch"] = [batch_file(i) for i in range(len(source))]
+        runs = len(source)
     if device == "gpu":
         files["reference_kernel.py"] = (kernel_dir / "reference.py").read_bytes()
-    config = {"mode": "gpu" if device == "gpu" else "preview", "params": params,
-              "seed": int(seed), "time_limit_s": part.time_limit_s}
     stdin = key.hex() + "\n" + json.dumps(config, default=str) + "\n"
     from runners.cpuclock import WALL_FACTOR
 
-    cpu = part.time_limit_s + IMPORT_AND_COMPILE_S
+    # The sources run one after another, each within its own budgets: the sum of theirs.
+    cpu = runs * (part.time_limit_s + IMPORT_AND_COMPILE_S)
     return SandboxSpec(
         argv=[runtime_python(), "-I", "-B", "run.py"],
         files=files,
@@ -138,7 +160,7 @@ def sandbox_spec(part: PartSpec, source: bytes, kernel_dir: Path, params: dict[s
         cpu_time_s=cpu,
         memory_bytes=part.memory_mb * MiB,
         tmpfs_bytes=TMPFS_BYTES,
-        output_limit_bytes=part.output_limit_kb * KiB + RESULT_BYTES,
+        output_limit_bytes=runs * (part.output_limit_kb * KiB + RESULT_BYTES),
         gpu=0 if device == "gpu" else None,
     )
 
@@ -209,24 +231,37 @@ def _compile_check(report: dict[str, Any] | None) -> Check:
                  details={"kernels": [k.get("kernel") for k in kernels]})
 
 
+def _static_result(source: bytes, entry: str) -> GradeResult | None:
+    """The result of a source the static checks refuse (it is not run), else None."""
+    from graders.kernel_static import check as static_check
+
+    problems = static_check(source.decode("utf-8"), entry)
+    if not problems:
+        return None
+    message = "\n".join(f"line {p.line}: {p.message}" if p.line else p.message
+                        for p in problems[:12])
+    check = Check("static checks", False, message,
+                  details={"rules": sorted({p.rule for p in problems})})
+    return GradeResult(score=0.0, verdict="incorrect",
+                       feedback="The submission was not run: " + problems[0].message,
+                       checks=(check,), extra={"static": [p.rule for p in problems]})
+
+
+def _busy() -> Exception:
+    from runners.base import MachineBusy
+
+    return MachineBusy("the machine was too busy to run or compile the kernel in its time "
+                       f"limits ({BUSY_RETRIES + 1} tries); the attempt is not counted")
+
+
 def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     """Static checks, then the sandboxed run; a score from the checks that passed."""
     source = _source_bytes(answer_text)
-    from graders.kernel_static import check as static_check
-
     kernel_dir = Path(ctx.exercise_path) / "kernel"
-    entry = task_entry(kernel_dir / "task.py")
-    problems = static_check(source.decode("utf-8"), entry)
-    if problems:
-        message = "\n".join(f"line {p.line}: {p.message}" if p.line else p.message
-                            for p in problems[:12])
-        check = Check("static checks", False, message,
-                      details={"rules": sorted({p.rule for p in problems})})
-        return GradeResult(score=0.0, verdict="incorrect",
-                           feedback="The submission was not run: " + problems[0].message,
-                           checks=(check,), extra={"static": [p.rule for p in problems]})
+    refused = _static_result(source, task_entry(kernel_dir / "task.py"))
+    if refused is not None:
+        return refused
     from runners import get_backend
-    from runners.base import MachineBusy
 
     device = kernel_device()
     for _ in range(BUSY_RETRIES + 1):
@@ -237,18 +272,72 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         if not (report and report.get("busy")):
             break
     else:
-        raise MachineBusy("the machine was too busy to run or compile the kernel in its time "
-                          f"limits ({BUSY_RETRIES + 1} tries); the attempt is not counted")
+        raise _busy()
     extra: dict[str, Any] = {"sandbox": {"verdict": result.verdict,
                                          "wall_s": round(result.wall_s, 3),
                                          "backend": result.backend}, "device": device}
     if report is None:
         return _stopped(part, result, extra)
+    return _graded(part, report, result.stderr, extra, device)
+
+
+def grade_batch(part: PartSpec, sources: list[str], ctx: GradeContext) -> list[GradeResult]:
+    """`grade` of each of `sources`, in order, with one sandbox run for all that pass the static
+    checks. For TRUSTED sources only (the selftest's reference, starter, mutants, equivalents),
+    never a student's: they share a sandbox, one after another. Raises InvalidAnswer if a
+    source is not one grade() would read; a batch stopped without a result is graded one
+    source at a time; a source that found the machine busy is run again once (with the others
+    that did), then MachineBusy."""
+    data = [_source_bytes(text) for text in sources]
+    kernel_dir = Path(ctx.exercise_path) / "kernel"
+    entry = task_entry(kernel_dir / "task.py")
+    results: list[GradeResult | None] = [_static_result(d, entry) for d in data]
+    pending = [i for i, r in enumerate(results) if r is None]
+    from runners import get_backend
+
+    device = kernel_device()
+    for _ in range(BUSY_RETRIES + 1):
+        if not pending:
+            break
+        key = secrets.token_bytes(16)
+        spec = sandbox_spec(part, [data[i] for i in pending], kernel_dir, ctx.params, ctx.seed,
+                            device, key)
+        result = get_backend().run(spec)  # SandboxUnavailable propagates: never unsandboxed
+        report = read_result(result.stdout, key)
+        if report is not None and "internal" in report:
+            raise RuntimeError(f"the kernel harness failed: {report['internal']}")
+        reports = report.get("batch") if report else None
+        if not isinstance(reports, list) or len(reports) != len(pending):
+            # A limit stopped the whole batch: whichever source did it, each alone is graded
+            # (and stopped) exactly as a student's would be.
+            for i in pending:
+                results[i] = grade(part, sources[i], ctx)
+            return [r for r in results if r is not None]
+        busy = []
+        for i, one in zip(pending, reports, strict=True):
+            if one.get("busy"):
+                busy.append(i)
+                continue
+            extra: dict[str, Any] = {"sandbox": {"verdict": result.verdict,
+                                                 "wall_s": one.get("wall_s"),
+                                                 "backend": result.backend,
+                                                 "batch": len(pending)}, "device": device}
+            stderr = str(one.get("stderr") or "").encode("latin-1")
+            results[i] = _graded(part, one, stderr, extra, device)
+        pending = busy
+    if pending:
+        raise _busy()
+    return [r for r in results if r is not None]
+
+
+def _graded(part: PartSpec, report: dict[str, Any], stderr: bytes, extra: dict[str, Any],
+            device: str) -> GradeResult:
+    """One submission's sealed report (a run of its own or a batch's) as its GradeResult."""
     if "internal" in report:
         raise RuntimeError(f"the kernel harness failed: {report['internal']}")
     imported = report.get("import") or {}
     if imported.get("kind") != "ready":
-        return _import_failed(imported, result.stderr, extra)
+        return _import_failed(imported, stderr, extra)
 
     checks: list[Check] = []
     labels: dict[str, list[dict[str, Any]]] = {}
