@@ -1,6 +1,9 @@
 """Every exercise proves itself: its reference scores 1, its known mistakes get their feedback,
 its listed cases score what they say, its templates render, and its code mutants are rejected.
 
+A kernel part's sources (reference, starter, mutants, equivalents) are graded first in one
+sandbox run (graders.kernel.grade_batch) and the checks read those grades from the cache.
+
 Shared by `manage.py selftest` and `tests/test_every_exercise.py`; no Django.
 """
 from __future__ import annotations
@@ -15,7 +18,10 @@ import graders
 from exercises import mutants as mutant_files
 from exercises import registry, templating
 from exercises.spec import ExerciseSpec, Mistake, PartSpec, Quantity, SelftestCase
-from graders.base import InvalidAnswer
+from graders import kernel
+from graders.base import GradeResult, InvalidAnswer
+from graders.code import _source_bytes
+from runners.base import MachineBusy
 
 GENERATED_VARIANTS = (1, 2, 3)
 # Part types graded by running the student's code in the sandbox, and the folder that holds
@@ -94,18 +100,26 @@ class Outcome:
 # listed in selftest.toml with its expected score is also in mutants.toml, and a kernel part's grade
 # takes seconds in Triton's interpreter. Grading is deterministic for a fixed seed.
 _sandboxed: dict[tuple[str, str, str, str], Outcome] = {}
+SEED = 12345
+
+
+def _key(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any]
+         ) -> tuple[str, str, str, str]:
+    return (str(spec.path), part_id, text, json.dumps(params, sort_keys=True, default=str))
+
+
+def _outcome(r: GradeResult) -> Outcome:
+    return Outcome(r.score, r.verdict, r.feedback, tuple(c.name for c in r.checks if not c.passed))
 
 
 def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any],
            cache: bool = True) -> Outcome:
-    key = (str(spec.path), part_id, text, json.dumps(params, sort_keys=True, default=str))
+    key = _key(spec, part_id, text, params)
     sandboxed = spec.part(part_id).type in SANDBOXED
     if sandboxed and cache and key in _sandboxed:
         return _sandboxed[key]
     try:
-        r = graders.grade_answer(spec, part_id, text, params, seed=12345)
-        outcome = Outcome(r.score, r.verdict, r.feedback,
-                          tuple(c.name for c in r.checks if not c.passed))
+        outcome = _outcome(graders.grade_answer(spec, part_id, text, params, seed=SEED))
     except InvalidAnswer as exc:
         outcome = Outcome(None, "invalid", str(exc))
     if sandboxed:
@@ -113,9 +127,71 @@ def _grade(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any],
     return outcome
 
 
+def _kernel_sources(spec: ExerciseSpec, part: PartSpec, params: dict[str, Any]) -> list[str]:
+    """Every source the selftest grades for a kernel part on these (canonical) params: the
+    reference, its mistakes, its selftest.toml cases on the canonical variant (starter, files,
+    mutants), and every mutant and equivalent. One that cannot be built is left to the check
+    that reports it."""
+    texts = []
+    try:
+        texts.append(_reference_text(spec, part, registry.solve(spec, params)[part.id]))
+    except OSError:
+        pass  # _check_reference says so
+    texts += [answer_text(part, m.answer) for m in registry.mistakes(spec, params, part.id)]
+    canonical = json.dumps(params, sort_keys=True, default=str)
+    for case in spec.selftest:
+        if case.part == part.id and json.dumps(registry.params_for(spec, case.variant),
+                                               sort_keys=True, default=str) == canonical:
+            try:
+                texts.append(_case_text(spec, case))
+            except mutant_files.MutantError:
+                pass
+    for kind in ("mutants", "equivalents"):
+        try:
+            texts += [m.source for m in part_solutions(spec, part, kind)]
+        except mutant_files.MutantError:
+            pass
+    return list(dict.fromkeys(texts))
+
+
+def _readable(text: str) -> bool:
+    """Whether grade_answer and the kernel grader read `text` (else it is InvalidAnswer)."""
+    if len(text) > graders.MAX_ANSWER_CHARS or "\x00" in text:
+        return False
+    try:
+        _source_bytes(text)
+    except InvalidAnswer:
+        return False
+    return True
+
+
+def _batch_kernel_part(spec: ExerciseSpec, part: PartSpec) -> None:
+    """Grade all of a kernel part's trusted sources in one sandbox run (graders.kernel.
+    grade_batch; about half the time of one run each) and cache their Outcomes under the keys
+    _grade reads, so the checks below find them. A source grade_answer would refuse as
+    invalid, or a batch that raises, is left to _grade, one at a time."""
+    params = registry.params_for(spec, registry.CANONICAL_VARIANT)
+    texts = [t for t in _kernel_sources(spec, part, params)
+             if _key(spec, part.id, t, params) not in _sandboxed]
+    valid = [t for t in texts if _readable(t)]
+    if not valid:
+        return
+    ctx = graders.context_for(spec, part, params, seed=SEED)
+    try:
+        results = kernel.grade_batch(part, valid, ctx)
+    except (InvalidAnswer, MachineBusy):
+        return
+    for text, r in zip(valid, results, strict=True):
+        _sandboxed[_key(spec, part.id, text, params)] = _outcome(r)
+
+
 def run(spec: ExerciseSpec, *, code: bool = True) -> Report:
     """Run every check for one exercise. `code=False` skips sandboxed code parts (fast mode)."""
     rep = Report(spec.slug)
+    if code:
+        for part in spec.parts:
+            if part.type == "kernel":
+                _batch_kernel_part(spec, part)
     for variant in _variants():
         params = registry.params_for(spec, variant)
         solution = registry.solve(spec, params)
