@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from exercises import key_point_specs
 from exercises.spec import (
     PART_TYPES,
     SYMBOL_KINDS,
@@ -121,6 +122,11 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
     if ptype == "expression" and not symbols:
         raise ExerciseError(f"{_where(path, f + '.symbols')}: an expression part needs symbols")
     kinds = _symbol_kinds(raw, ptype, tuple(str(s) for s in symbols), path, f)
+    try:
+        points = key_point_specs.parse(_opt(raw, "key_points", list, [], path, f + ".key_points"),
+                                       f + ".key_points")
+    except key_point_specs.KeyPointError as exc:
+        raise ExerciseError(f"{path}: {exc}") from exc
     return PartSpec(
         id=pid,
         type=ptype,  # type: ignore[arg-type]
@@ -134,7 +140,8 @@ def _parse_part(raw: Any, index: int, path: Path) -> PartSpec:
         symbol_kinds=kinds,
         options=tuple(options),
         multi=_opt(raw, "multi", bool, False, path, f + ".multi"),
-        key_points=tuple(_opt(raw, "key_points", list, [], path, f + ".key_points")),
+        key_points=tuple(p.text for p in points),
+        key_point_specs=points,
         language=_opt(raw, "language", str, "python", path, f + ".language"),
         time_limit_s=_time_limit(raw, path, f),
         memory_mb=_limit(raw, "memory_mb", 512, 32, 8192, path, f),
@@ -192,7 +199,7 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
         f = f"case[{i}]"
         invalid = bool(raw.get("invalid", False))
         score = raw.get("score")
-        if not invalid and not isinstance(score, (int, float)):
+        if not invalid and not isinstance(score, (int, float)) and "covered" not in raw:
             raise ExerciseError(f"{_where(path, f + '.score')}: a number (or invalid = true)")
         answer, file, mutant = raw.get("answer", ""), raw.get("file", ""), raw.get("mutant", "")
         if sum(1 for given in (answer, file, mutant) if given) != 1:
@@ -208,8 +215,27 @@ def _parse_selftest(path: Path) -> tuple[SelftestCase, ...]:
             file=str(file),
             mutant=str(mutant),
             tolerance=float(_opt(raw, "tolerance", (int, float), 1e-9, path, f + ".tolerance")),
+            **_key_point_labels(raw, path, f),
         ))
     return tuple(cases)
+
+
+def _key_point_labels(raw: dict[str, Any], path: Path, f: str) -> dict[str, Any]:
+    """A text case's expert labels: `covered` and `contradicted` key point indices."""
+    if "covered" not in raw:
+        if "contradicted" in raw:
+            raise ExerciseError(f"{_where(path, f + '.covered')}: label `covered` too ([] if none)")
+        return {}
+    labels: dict[str, Any] = {"label": str(raw.get("label", ""))}
+    for key in ("covered", "contradicted"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(i, int) and i >= 0 for i in value):
+            raise ExerciseError(f"{_where(path, f'{f}.{key}')}: a list of key point indices")
+        labels[key] = tuple(sorted(set(value)))
+    if set(labels["covered"]) & set(labels["contradicted"]):
+        raise ExerciseError(f"{_where(path, f + '.contradicted')}: a key point cannot be both "
+                            "covered and contradicted")
+    return labels
 
 
 def _exercise_id(data: dict[str, Any], toml_path: Path) -> str:

@@ -32,6 +32,24 @@ class Option:
 
 
 @dataclass(frozen=True)
+class KeyPoint:
+    """One key point of a `text` part, as the automatic feedback checks it (graders/key_points.py).
+
+    `text` is what the student and the instructor read. `also` are other ways a strong answer
+    says it (short, one claim each); `against` are claims that assert the opposite, so an answer
+    making one is marked contradicted rather than covered. `number` names an entry of the
+    exercise's solution (a Quantity or a number) that a sentence must state, within
+    `number_tolerance` (relative) of this variant's own value, for the point to count.
+    """
+
+    text: str
+    also: tuple[str, ...] = ()
+    against: tuple[str, ...] = ()
+    number: str = ""
+    number_tolerance: float = 0.25
+
+
+@dataclass(frozen=True)
 class PartSpec:
     """One graded part, as declared in `[[parts]]` of exercise.toml."""
 
@@ -53,6 +71,8 @@ class PartSpec:
     multi: bool = False
     # text: the key points shown after submitting (instructors grade on them)
     key_points: tuple[str, ...] = ()
+    # text: the same key points with what checks them (paraphrases, contradictions, a number)
+    key_point_specs: tuple[KeyPoint, ...] = ()
     # code / kernel
     language: str = "python"
     weight_checks: bool = True
@@ -133,6 +153,12 @@ class SelftestCase:
     file: str = ""  # a code file relative to the exercise folder (code parts)
     mutant: str = ""  # a mutant's name in the part's mutants.toml (code and kernel parts)
     tolerance: float = 1e-9  # how close the score must be
+    # text parts: the key points (indices into key_points) the answer covers and contradicts,
+    # as an expert labelled them; None when the case does not label key points. `label` names
+    # the kind of answer ("strong", "partial", "negated", "keywords", "paraphrase", ...).
+    covered: tuple[int, ...] | None = None
+    contradicted: tuple[int, ...] = ()
+    label: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exercises import registry
-from exercises.spec import ExerciseSpec, PartSpec
+from exercises.spec import ExerciseSpec, PartSpec, Quantity
 from graders import choice, code, expression, kernel, number, text
 from graders.base import GradeContext, GradeResult, InvalidAnswer
 
@@ -41,7 +41,21 @@ def context_for(spec: ExerciseSpec, part: PartSpec, params: dict[str, Any], *,
         exercise_path=str(spec.path),
         mode="run" if mode == "run" else "submit",
         seed=seed,
+        key_numbers=key_numbers(part, solution) if part.type == "text" else {},
     )
+
+
+def key_numbers(part: PartSpec, solution: dict[str, Any]) -> dict[int, tuple[float, str, float]]:
+    """This variant's value of each key point's `number` (an entry of solve()'s result)."""
+    out = {}
+    for i, point in enumerate(part.key_point_specs):
+        if point.number:
+            value = solution[point.number]
+            if isinstance(value, Quantity):
+                out[i] = (float(value.value), value.unit, point.number_tolerance)
+            else:
+                out[i] = (float(value), "", point.number_tolerance)
+    return out
 
 
 def grade_answer(spec: ExerciseSpec, part_id: str, answer_text: str, params: dict[str, Any], *,

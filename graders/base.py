@@ -88,6 +88,9 @@ class GradeContext:
     exercise_path: str = ""
     mode: Literal["submit", "run"] = "submit"
     seed: int = 0
+    # text parts: (value, unit, relative tolerance) of each key point's `number` in this
+    # variant, by the key point's index
+    key_numbers: dict[int, tuple[float, str, float]] = field(default_factory=dict)
 
 
 def check_dict(c: Check) -> dict[str, Any]:

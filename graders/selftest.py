@@ -227,6 +227,9 @@ def _check_case(rep: Report, spec: ExerciseSpec, case: SelftestCase, cache: bool
     except mutant_files.MutantError as exc:
         rep.check(False, f"{label}: {exc}")
         return
+    if case.covered is not None:
+        _check_labels(rep, spec, case, text, params)
+        return
     score, verdict, feedback, _ = astuple(_grade(spec, case.part, text, params, cache))
     if case.invalid:
         rep.check(score is None, f"{label}: rejected as invalid (got {verdict})")
@@ -236,6 +239,39 @@ def _check_case(rep: Report, spec: ExerciseSpec, case: SelftestCase, cache: bool
     if case.feedback:
         rep.check(case.feedback.lower() in feedback.lower(),
                   f"{label}: feedback mentions {case.feedback!r} (got {feedback[:160]!r})")
+
+
+def key_point_statuses(spec: ExerciseSpec, part_id: str, text: str, params: dict[str, Any]
+                       ) -> list[dict[str, str]] | None:
+    """The matcher's verdict on each key point (status, sentence, why), or None when the part
+    gets no automatic feedback (bare key points, or the model is unavailable)."""
+    result = graders.grade_answer(spec, part_id, text, params)
+    if not result.checks:
+        return None
+    return [dict(c.details or {}) for c in result.checks]
+
+
+def _check_labels(rep: Report, spec: ExerciseSpec, case: SelftestCase, text: str,
+                  params: dict[str, Any]) -> None:
+    """A labelled text answer: the matcher must agree with the expert on every key point."""
+    label = f"selftest {case.part} [{case.label or 'labelled'}] {case.answer[:40]!r}"
+    try:
+        got = key_point_statuses(spec, case.part, text, params)
+    except InvalidAnswer as exc:
+        rep.check(False, f"{label}: rejected as invalid ({exc})")
+        return
+    if got is None:
+        rep.check(False, f"{label}: the part gets no automatic key-point verdicts (its key "
+                         "points need `also`/`against`/`number`, and the model must load)")
+        return
+    covered = set(case.covered or ())
+    for i, verdict in enumerate(got):
+        want = ("covered" if i in covered else
+                "contradicted" if i in case.contradicted else "missing")
+        rep.check(verdict["status"] == want,
+                  f"{label}: key point {i} is {want} (matcher: {verdict['status']}"
+                  + (f", on {verdict['sentence'][:80]!r}" if verdict.get("sentence") else "")
+                  + ")")
 
 
 def sandboxed_cases(spec: ExerciseSpec, files: Collection[str] | None = None) -> Report:
@@ -259,6 +295,12 @@ def _check_reference(rep: Report, spec: ExerciseSpec, part: PartSpec, answer: An
     score, verdict, feedback, _ = astuple(_grade(spec, part.id, text, params))
     if part.type == "text":
         rep.check(verdict == "pending", f"{variant}: {part.id} model answer is saved for review")
+        statuses = key_point_statuses(spec, part.id, text, params)
+        if statuses is not None:
+            missed = [f"{i} ({v['status']})" for i, v in enumerate(statuses)
+                      if v["status"] != "covered"]
+            rep.check(not missed, f"{variant}: {part.id} model answer covers every key point "
+                                  f"(not: {', '.join(missed)})")
         return
     rep.check(score == 1.0, f"{variant}: {part.id} reference scores 1 "
                             f"(got {score}, {verdict}: {feedback[:160]})")

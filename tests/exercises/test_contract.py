@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from exercises import registry, templating
+from exercises import key_point_specs, registry, templating
 from exercises.spec import ExerciseSpec, Quantity
 from tests.exercises.support import (
     ExerciseUnderTest,
@@ -113,6 +113,7 @@ def test_parts_agree_with_the_module(name: str) -> None:
                 assert tolerances[part.id] == part.tolerance == eut.tol(part.id), part.id
         elif part.type == "text":
             assert part.key_points and isinstance(answer, str), part.id
+            key_point_specs.check_numbers(part.key_point_specs, solved, spec.path, part.id)
         elif part.type == "choice":
             chosen = [answer] if isinstance(answer, str) else list(answer)
             assert chosen and set(chosen) <= set(options), (part.id, answer)
@@ -205,3 +206,24 @@ class _MistakesOf:
 
     def mistakes(self, p: dict[str, Any]) -> list[Any]:
         return [m for m in self._module.mistakes(dict(p)) if m.part not in self._leave_out]
+
+
+# The kinds of labelled answer every text part with checkable key points carries in its
+# selftest.toml (issue 21): the selftest fails when the matcher disagrees with one.
+LABEL_KINDS = {"strong", "partial", "negated", "keywords", "paraphrase"}
+
+
+@pytest.mark.parametrize("name", SLUGS)
+def test_checkable_text_parts_carry_labelled_answers(name: str) -> None:
+    from graders.text import checkable
+
+    spec = SPECS[name]
+    for part in spec.parts:
+        if part.type != "text" or not checkable(part):
+            continue
+        labels = {c.label for c in spec.selftest if c.part == part.id and c.covered is not None}
+        assert LABEL_KINDS <= labels, (part.id, sorted(LABEL_KINDS - labels))
+        for case in spec.selftest:
+            if case.part == part.id and case.covered is not None:
+                indices = set(case.covered) | set(case.contradicted)
+                assert indices <= set(range(len(part.key_points))), (part.id, case.label)
