@@ -241,7 +241,12 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
             f"{s['n_minus_1']} copies of one block, once. An aligned prompt has no partial block, "
             "so no copy ever fires. "
         )
-    return alignment + (
+    cost = (
+        "The copy is cheap; what a misaligned prompt really costs is that its partial block ends "
+        "up private to each sample, so only the full prompt blocks "
+        f"({s['full_prompt_blocks']} here) are shared. "
+    )
+    return alignment + cost + (
         "The saving is the duplicated prompt, about "
         "(n − 1)P/(n(P + O)), so it is large for long prompts and short samples and "
         f"almost nothing for the reasoning workload ({s['reasoning_saving'].value:.1f} %): the "
