@@ -227,7 +227,9 @@ a block boundary recomputes its whole last block, not one token.
 **Why free in reverse.** A chain is only useful from its first block: a lookup walks from block 0
 and stops at the first miss. Freeing last block first puts a request's tail nearest the queue
 head, so eviction takes tails before heads and never strands a block whose parent is gone. Since
-every use of a block also uses its parents, the cached set stays prefix-closed.
+every use of a block also uses its parents, the cached set stays prefix-closed. Eviction is
+lazy: a freed block keeps its hash and can still be hit until the queue hands it out again, so a
+prompt that comes back soon still finds its blocks.
 
 **Why duplicates.** A running request's block table is append-only (the GPU kernels already hold
 the block ids), so when a block is computed again, as D's last full block was because of the cap,
