@@ -227,7 +227,8 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
         "next_check": "preemption_metrics",
         "ledger": "code/reference.py",
         "cap_capacity": Quantity(worst_row["capacity"], "1/s"),
-        "fix": MODEL_ANSWER,
+        "fix": MODEL_ANSWER.format(cap=cap_worst, rho=worst_row["rho"], wait=worst_row["wait_s"],
+                                   cap_mean=cap_mean),
         # givens the statement prints
         "total_gib": total,
         "requested_gib": requested,
@@ -285,21 +286,25 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-MODEL_ANSWER = """\
-The pool is not too small for the prompts; it is too small for the replies. Admission looks only
-at the blocks a request needs now (its prompt), so it lets in far more requests than can finish
-together, and from then on every block boundary preempts the newest request, which throws away its
-KV and recomputes prompt plus generated tokens later: the GPU spends time redoing work and the
-tail latency of the victims explodes. Adding blocks (a higher gpu_memory_utilization, FP8 KV)
-moves the dry point but does not remove it, because each request still grows by up to the longest
-reply. The fix is to cap concurrency at what the pool holds for the replies: max_num_seqs at the
-no-preemption worst case (or near the mean end-of-life footprint if the tail is rare and some
-preemption is acceptable), and to test that cap against queueing: at the offered rate the capped
-replica runs at a utilisation below one, requests wait a fraction of a second in the queue instead
-of being preempted mid-reply, and per-user speed rises because the batch is smaller. Goodput
-(requests finished within their SLO) goes up even though peak concurrency goes down. Pair it with
-realistic max_tokens from clients and an alert on the preemption counter.
-"""
+# One sentence per line: the key-point matcher cuts answers at line breaks.
+MODEL_ANSWER = (
+    "The pool is not too small for the prompts; it is too small for the replies. "
+    "Admission looks only at the blocks a request needs now (its prompt), so it lets in far "
+    "more requests than can finish together, and from then on every block boundary preempts the "
+    "newest request, which throws away its KV and recomputes prompt plus generated tokens later: "
+    "the GPU spends time redoing work and the tail latency of the victims explodes.\n"
+    "Adding blocks (a higher gpu_memory_utilization, FP8 KV) moves the dry point but does not "
+    "remove it, because each request still grows by up to the longest reply.\n"
+    "The fix is to cap concurrency at what the pool holds for the replies: max_num_seqs at the "
+    "no-preemption worst case, {cap} sequences (or near the mean end-of-life footprint, "
+    "{cap_mean}, if the tail is rare and some preemption is acceptable).\n"
+    "Then test that cap against queueing: at the offered rate the capped replica runs at a "
+    "utilisation of {rho:.2f}, below one, so requests wait about {wait:.2f} s on average in the "
+    "queue instead of being preempted mid-reply.\n"
+    "Per-user speed rises because the batch is smaller, and goodput (requests finished within "
+    "their SLO) goes up even though peak concurrency goes down.\n"
+    "Pair it with realistic max_tokens from clients and an alert on the preemption counter.\n"
+)
 
 
 # ----------------------------------------------------------------------------------------------
