@@ -171,7 +171,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
         "schedule the known half by size: order waiting requests by remaining prefill tokens, "
         f"which here cuts the mean TTFT from {s['fcfs_mean_s']:.2f} s to "
         f"{s['sjf_mean_s']:.2f} s while the long prompt pays only {s['penalty_pct']:.0f} % "
-        "more, and add aging (or a per-request chunk cap with interleaving) so a long prompt "
+        "more. Add aging (or a per-request chunk cap with interleaving) so a long prompt "
         "cannot starve behind a stream of short ones. Handle the unknown half without "
         "pretending to know it: preempt at token granularity and share the batch (continuous "
         "batching), demote requests that have generated a lot (multi-level feedback queues, as "
