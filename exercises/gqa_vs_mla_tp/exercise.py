@@ -317,10 +317,10 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
         f"{s['mla_sessions'].value} sessions of {p['context_k']}K against {s['gqa_sessions']}. "
         "Fixes: run MLA's attention data-parallel (each GPU holds only its own requests' latents, "
         f"at the price of replicating the attention weights, {s['dp_extra_gb']:.1f} GB more per "
-        "GPU), or shard the latent by token position across the TP ranks (decode context "
-        f"parallelism), or cache the latent in FP8 ({s['fp8_gain']:.2f}× more tokens, still "
-        "copied). Size capacity per GPU, after "
-        "weights, from the engine's reported token capacity, never from per-token bytes alone."
+        "GPU). Other levers: shard the latent by token position across the TP ranks (decode "
+        f"context parallelism), or cache the latent in FP8 ({s['fp8_gain']:.2f}× more tokens, "
+        "still copied on every GPU). Size capacity per GPU, after "
+        "weights, from the engine's reported token capacity; per-token bytes alone mislead."
     )
 
 
