@@ -274,7 +274,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
             "stall lines up with one, and that the scrape or log clock does not. Fix: freeze the "
             "heap after start-up and warm-up (gc.freeze(), as vLLM does) so gen-2 passes stop "
             "rescanning long-lived objects, cut per-token allocations on the hot path, raise the "
-            "collection thresholds or trigger collections between steps, and keep the API "
+            "collection thresholds or trigger collections between steps. And keep the API "
             "server's collector out of the engine loop's process. " + common
         )
     return (
@@ -284,8 +284,8 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
         "a health check or the periodic stats log. To confirm it against the runner-up, "
         "line the stall timestamps up with the scraper's or logger's clock (they phase-lock to it) "
         "and check that gen-2 collections (gc.callbacks) do not line up. Fix: make the handler "
-        "cheap or move it off the engine loop (render /metrics from a snapshot in another thread "
-        "or process, log stats asynchronously), and lengthen the interval. " + common
+        "cheap and lengthen the interval. And move it off the engine loop: render /metrics from "
+        "a snapshot in another thread or process, log stats asynchronously. " + common
     )
 
 
