@@ -19,9 +19,6 @@ SymbolKind = Literal["real", "count", "count0"]
 SYMBOL_KINDS: tuple[str, ...] = ("real", "count", "count0")
 PART_TYPES: tuple[str, ...] = ("number", "expression", "choice", "ranking", "text", "code", "kernel")
 
-# Part types graded in the request (cheap, pure); the rest go through Celery.
-INLINE_TYPES: frozenset[str] = frozenset({"number", "choice", "ranking", "text"})
-
 
 @dataclass(frozen=True)
 class Option:
@@ -85,10 +82,6 @@ class PartSpec:
     sandbox_modules: tuple[str, ...] = ()
     # Why the tolerance is not the default, shown to authors and reviewers.
     tolerance_reason: str = ""
-
-    @property
-    def graded_inline(self) -> bool:
-        return self.type in INLINE_TYPES
 
     def symbol_kind(self, name: str) -> SymbolKind:
         """The kind of one of this part's symbols ("real" unless the part says otherwise)."""

@@ -24,9 +24,7 @@ STATUS_WORDS = {"covered": "covered", "missing": "missing", "contradicted": "con
 
 def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     """Key-point feedback on a text answer, saved for review; see the module docstring."""
-    text = read_input(answer_text, max_chars=MAX_CHARS, what="answer", multiline=True)
-    if not text:
-        raise InvalidAnswer("Write a short explanation before submitting.")
+    text = read_answer(answer_text)
     words = len(text.split())
     echo = f"{words} word{'s' if words != 1 else ''}"
     extra: dict[str, Any] = {"key_points": list(part.key_points)}
@@ -53,6 +51,16 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     }
     return GradeResult(score=0.0, verdict="pending", feedback=_feedback(part, verdicts),
                        checks=checks, echo=echo, extra=extra)
+
+
+def read_answer(answer_text: str) -> str:
+    """The answer, stripped; InvalidAnswer (no attempt used) when it is empty, over MAX_CHARS
+    characters, or holds control or invisible characters. Also run in the request, before a
+    text answer is queued (practice/actions/submissions.py)."""
+    text = read_input(answer_text, max_chars=MAX_CHARS, what="answer", multiline=True)
+    if not text:
+        raise InvalidAnswer("Write a short explanation before submitting.")
+    return text
 
 
 def checkable(part: PartSpec) -> bool:

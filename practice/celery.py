@@ -47,3 +47,25 @@ def _prepare_sandbox(**kwargs: object) -> None:
         # Not fatal here: inline parts still grade, and each code submission then ends with a
         # clear error instead of ever running unsandboxed.
         pass
+    _warm_text_model()
+
+
+def _warm_text_model() -> None:
+    """Load the text parts' model (graders/text_model.py) in the background as the child
+    starts, so the first explanation a student submits is read in about a second instead of
+    waiting for torch and the weights. A background thread: the pool gives a child only a few
+    seconds to start. ROOFLINE_TEXT_WARMUP=0 leaves it to the first text answer (the test
+    suite's workers, which mostly never see one)."""
+    if os.environ.get("ROOFLINE_TEXT_WARMUP", "1") == "0":
+        return
+    import threading
+
+    def load() -> None:
+        from graders import text_model
+
+        try:
+            text_model.encoder()
+        except text_model.ModelUnavailable:
+            pass  # remembered: text answers fall back to review with a notice
+
+    threading.Thread(target=load, name="text-model-warmup", daemon=True).start()

@@ -16,8 +16,10 @@ from practice.models import RegradeEntry
 GRADE_TASK = "practice.tasks.grade_submission"
 REGRADE_TASK = "practice.tasks.run_regrade"
 
-# Part types that are graded in a worker; everything else is graded inside the request.
-QUEUED_TYPES = {"expression": "grade", "code": "grade", "kernel": "grade"}
+# Part types that are graded in a worker; everything else is graded inside the request. Text
+# parts load a sentence-embedding model (graders/text_model.py, ~300 MB with torch, seconds to
+# load): once per worker process, never in a web process.
+QUEUED_TYPES = {"expression": "grade", "code": "grade", "kernel": "grade", "text": "grade"}
 
 
 def is_queued(part_type: str) -> bool:

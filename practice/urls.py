@@ -19,6 +19,7 @@ urlpatterns = [
     path("ex/<slug:slug>/<str:part_id>/reveal/", parts.reveal_part, name="reveal_part"),
     path("ex/<slug:slug>/<str:part_id>/preview/", parts.preview_formula, name="preview_formula"),
     path("submissions/<int:pk>/status/", parts.submission_status, name="submission_status"),
+    path("submissions/<int:pk>/contest/<int:point>/", parts.contest_point, name="contest_point"),
     path("practice/random/", mock.random_question, name="random_question"),
     path("mock/start/", mock.mock_start, name="mock_start"),
     path("mock/<int:pk>/", mock.mock_detail, name="mock_detail"),

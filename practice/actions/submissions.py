@@ -12,7 +12,7 @@ from practice import grading, interview, ratelimit, routing
 from practice.actions import NotAllowed, publish
 from practice.actions.exercises import assignment_for
 from practice.actions.progress import count_attempt
-from practice.models import Exercise, PartState, Submission, User
+from practice.models import Exercise, KeyPointContest, PartState, Submission, User
 from practice.variants import variant_params
 
 
@@ -79,6 +79,10 @@ def _precheck(part_type: str, answer: str, symbols: tuple[str, ...]) -> None:
         from graders import expression
 
         expression.preview(answer, symbols)
+    elif part_type == "text":
+        from graders import text
+
+        text.read_answer(answer)
 
 
 def reveal_solution(user: User, exercise: Exercise, part_id: str) -> PartState:
@@ -92,3 +96,27 @@ def reveal_solution(user: User, exercise: Exercise, part_id: str) -> PartState:
         state.revealed_at = timezone.now()
         state.save(update_fields=["revealed_at"])
     return state
+
+
+def contest_key_point(user: User, submission_id: int, point: int) -> KeyPointContest:
+    """The student says the automatic reading of one key point of their text answer is wrong:
+    the answer goes to the head of the review queue with the key point and its sentence.
+    Only the answer's owner, only a key point the matcher did not mark covered, only while the
+    answer still awaits its instructor's grade; contesting twice is one contest."""
+    sub = Submission.objects.filter(pk=submission_id, user=user).select_related("review").first()
+    if sub is None:
+        raise NotAllowed("no such answer")
+    verdicts = ((sub.result or {}).get("extra") or {}).get("automatic", {}).get("points") or []
+    if sub.part_type != "text" or not 0 <= point < len(verdicts):
+        raise NotAllowed("only a key point of an automatically read text answer can be contested")
+    if sub.verdict != Submission.Verdict.PENDING or getattr(
+            getattr(sub, "review", None), "score", None) is not None:
+        raise NotAllowed("this answer has been graded by an instructor already")
+    verdict = verdicts[point]
+    if verdict.get("status") == "covered":
+        raise NotAllowed("this key point already counts for you")
+    contest, _ = KeyPointContest.objects.get_or_create(
+        submission=sub, point=point,
+        defaults={"status": str(verdict.get("status", "")),
+                  "sentence": str(verdict.get("sentence", ""))[:2000]})
+    return contest

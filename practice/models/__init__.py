@@ -6,8 +6,9 @@ from .cohort import Cohort, Comment, Membership, RegradeEntry, RegradeJob, Revie
 from .exercise import Assignment, Exercise
 from .mock import MockInterview
 from .progress import PartState
-from .submission import Submission
+from .submission import KeyPointContest, Submission
 from .user import User
 
 __all__ = ["Assignment", "Cohort", "Comment", "Exercise", "Membership", "MockInterview",
-           "PartState", "RegradeEntry", "RegradeJob", "Review", "RubricItem", "Submission", "User"]
+           "KeyPointContest", "PartState", "RegradeEntry", "RegradeJob", "Review", "RubricItem",
+           "Submission", "User"]

@@ -80,3 +80,24 @@ class Submission(models.Model):
         if self.started_at is None or self.finished_at is None:
             return None
         return (self.finished_at - self.started_at).total_seconds()
+
+
+class KeyPointContest(models.Model):
+    """A student's "the automatic reading got this key point wrong" on their text answer
+    (graders/key_points.py): it puts the answer at the head of the instructor's review queue
+    with the key point and the sentence the matcher decided on."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE,
+                                   related_name="contests")
+    point = models.PositiveSmallIntegerField()  # index into the part's key_points
+    status = models.CharField(max_length=16)  # the matcher's verdict, as contested
+    sentence = models.TextField(blank=True)  # the sentence that decided it, if any
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["submission", "point"],
+                                               name="one_contest_per_key_point")]
+        ordering = ["point"]
+
+    def __str__(self) -> str:
+        return f"#{self.submission_id} key point {self.point + 1} ({self.status})"

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from exercises import registry, templating
@@ -20,7 +21,7 @@ from graders.base import InvalidAnswer
 from practice import interview, routing
 from practice.actions import NotAllowed
 from practice.actions.exercises import assignment_for
-from practice.actions.submissions import reveal_solution, submit_answer
+from practice.actions.submissions import contest_key_point, reveal_solution, submit_answer
 from practice.markdown import render_markdown
 from practice.models import Exercise, PartState, Submission, User
 from practice.templatetags import review_notes
@@ -193,3 +194,20 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
         response["HX-Reswap"] = "outerHTML"
         return response
     return render(request, "practice/partials/status.html", {"sub": sub})
+
+
+@login_required
+@require_POST
+def contest_point(request: HttpRequest, pk: int, point: int) -> HttpResponse:
+    """"The automatic reading is wrong here": one key point of a text answer goes to review."""
+    sub = get_object_or_404(Submission.objects.select_related("exercise"), pk=pk,
+                            user=request.user)
+    try:
+        contest_key_point(request.user, sub.pk, point)  # type: ignore[arg-type]
+    except NotAllowed as exc:
+        if request.htmx:  # type: ignore[attr-defined]
+            return HttpResponse(str(exc), status=409)
+        messages.error(request, str(exc))
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "practice/partials/status.html", {"sub": sub})
+    return redirect(reverse("exercise", args=[sub.exercise.slug]) + f"#part-{sub.part_id}")

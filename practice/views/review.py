@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -29,6 +29,7 @@ from practice.models import (
     Cohort,
     Comment,
     Exercise,
+    KeyPointContest,
     Membership,
     Review,
     RubricItem,
@@ -87,7 +88,11 @@ def queue_submissions(viewer: User, status: str = "awaiting", cohort: Cohort | N
     scored = Q(review__score__isnull=False)
     if status == "awaiting":
         # isnull=True on the reverse one-to-one is a LEFT JOIN: no review at all counts too.
-        subs = subs.filter(pending, review__score__isnull=True).order_by("queued_at", "pk")
+        # Answers whose student contested the automatic reading of a key point come first.
+        subs = (subs.filter(pending, review__score__isnull=True)
+                .annotate(contested=Exists(KeyPointContest.objects.filter(
+                    submission=OuterRef("pk"))))
+                .order_by("-contested", "queued_at", "pk"))
     elif status == "reviewed":
         subs = subs.filter(scored).order_by("-review__updated_at", "-pk")
     else:
@@ -131,8 +136,12 @@ def queue(request: HttpRequest) -> HttpResponse:
                      QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     subs = list(page.object_list)
     cohorts = _cohort_names(viewer, {s.user_id for s in subs})
+    contests: dict[int, list[int]] = {}
+    for sub_id, point in (KeyPointContest.objects.filter(submission__in=subs)
+                          .values_list("submission_id", "point")):
+        contests.setdefault(sub_id, []).append(point)
     rows = [{"sub": s, "cohorts": cohorts.get(s.user_id, []),
-             "why": "timing held" if _timing_held(s) else f"{s.part_type} answer",
+             "why": _why(s, contests.get(s.pk, [])),
              "score": effective_score(s),
              "reviewed": getattr(getattr(s, "review", None), "score", None) is not None}
             for s in subs]
@@ -147,6 +156,13 @@ def queue(request: HttpRequest) -> HttpResponse:
         "cohorts": access.cohorts_of(viewer).order_by("name"),
         "exercises": Exercise.objects.filter(active=True).order_by("seed", "slug"),
     })
+
+
+def _why(sub: Submission, contested: list[int]) -> str:
+    if contested:
+        points = ", ".join(str(p + 1) for p in sorted(contested))
+        return f"contested: key point{'s' if len(contested) > 1 else ''} {points}"
+    return "timing held" if _timing_held(sub) else f"{sub.part_type} answer"
 
 
 # --- the attempt view -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from exercises import registry
+from practice import grading
 from practice.actions.cohorts import create_cohort, join_cohort
 from practice.actions.exercises import assignment_for
 from practice.actions.submissions import submit_answer
@@ -52,6 +53,13 @@ def code_answer(user: User, answer: str, score: float, failing: str) -> Submissi
         score=score, verdict="partial", result=result, started_at=now, finished_at=now)
 
 
+def graded(sub: Submission) -> Submission:
+    """A text answer as the worker leaves it (text parts are queued; graded here in-process)."""
+    grading.grade_submission(sub.pk)
+    sub.refresh_from_db()
+    return sub
+
+
 def axe_clean(page: Any) -> str:
     """axe's findings on the page ("" when none). axe is evaluated through the DevTools
     protocol, which the site's Content-Security-Policy (no inline scripts) does not govern."""
@@ -69,11 +77,11 @@ def test_instructor_reviews_comments_overrides_and_exports(page: Any, live_serve
     for student in (ada, grace):
         join_cohort(student, cohort.join_code)
     ex = Exercise.objects.get(slug=SLUG)
-    text = submit_answer(ada, ex, TEXT_PART, "Admission counts only the prompt's "
-                                 "blocks.\nA concurrency cap sizes the batch for the end.")
+    text = graded(submit_answer(ada, ex, TEXT_PART, "Admission counts only the prompt's "
+                                "blocks.\nA concurrency cap sizes the batch for the end."))
     code_answer(ada, CODE_V1, 0.5, "frees blocks on finish")
     code = code_answer(ada, CODE_V2, 0.75, "keeps the free count")
-    later = submit_answer(grace, ex, TEXT_PART, "More blocks would not help.")
+    later = graded(submit_answer(grace, ex, TEXT_PART, "More blocks would not help."))
     page.context.add_cookies(session_cookies(instructor, live_server.url))
 
     # The queue: two text answers, oldest first; j / k move the selection, Enter opens it.

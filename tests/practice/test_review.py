@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from exercises import registry
+from practice import grading
 from practice.actions.cohorts import create_cohort, join_cohort
 from practice.actions.exercises import assignment_for
 from practice.actions.reviews import add_comment, apply_rubric, override_score, save_rubric_item
@@ -105,6 +106,15 @@ def code_result(score: float, failing: str) -> dict[str, Any]:
                        {"name": failing, "passed": False, "message": "expected 7, got 9"}]}
 
 
+def submit_text(user: User, ex: Exercise, answer: str) -> Submission:
+    """A text answer through the real action, then graded as the worker grades it (text parts
+    are queued: the model loads in the worker)."""
+    sub = submit_answer(user, ex, TEXT_PART, answer)
+    grading.grade_submission(sub.pk)
+    sub.refresh_from_db()
+    return sub
+
+
 @pytest.fixture
 def world(db: Any) -> World:
     make = User.objects.create_user
@@ -117,14 +127,13 @@ def world(db: Any) -> World:
     join_cohort(student, cohort.join_code)
     join_cohort(outsider, other_cohort.join_code)
     ex = Exercise.objects.get(slug=SLUG)
-    # Through the real action: a text part is graded "pending" in the request.
-    text_sub = submit_answer(student, ex, TEXT_PART,
-                                     "Admission counts only the prompt.\nCap concurrency.")
+    # Through the real action and the worker's grading: a text part is graded "pending".
+    text_sub = submit_text(student, ex, "Admission counts only the prompt.\nCap concurrency.")
     code_v1 = make_sub(student, CODE_PART, CODE_V1, score=0.5,
                        verdict="partial", result=code_result(0.5, "frees on finish"))
     code_v2 = make_sub(student, CODE_PART, CODE_V2, score=0.75,
                        verdict="partial", result=code_result(0.75, "keeps the free count"))
-    other_text = submit_answer(outsider, ex, TEXT_PART, "Someone else's essay.")
+    other_text = submit_text(outsider, ex, "Someone else's essay.")
     return World(instructor, other_instructor, student, outsider, staff, cohort, other_cohort,
                  text_sub, code_v1, code_v2, other_text)
 
@@ -220,7 +229,7 @@ def test_queue_queries_do_not_grow_with_the_queue(world: World) -> None:
     for i in range(12):
         s = User.objects.create_user(f"s{i}", password="pw-s-12345")
         join_cohort(s, world.cohort.join_code)
-        submit_answer(s, ex, TEXT_PART, f"answer {i}")
+        submit_text(s, ex, f"answer {i}")
     assert count() == few
 
 
@@ -266,7 +275,7 @@ def test_attempt_links_the_next_awaiting_answer_and_the_other_parts(world: World
     c = client_for(world.instructor)
     grace = User.objects.create_user("grace", password="pw-grace-123")
     join_cohort(grace, world.cohort.join_code)
-    later = submit_answer(grace, world.text_sub.exercise, TEXT_PART, "Later essay.")
+    later = submit_text(grace, world.text_sub.exercise, "Later essay.")
     body = c.get(reverse("attempt", args=[world.text_sub.pk]),
                  {"cohort": world.cohort.pk}).content.decode()
     assert f'href="{reverse("attempt", args=[later.pk])}?cohort={world.cohort.pk}" ' \

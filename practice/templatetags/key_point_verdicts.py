@@ -1,0 +1,31 @@
+"""{% key_point_verdicts sub contest=True %}: a text answer's automatic reading, key point by key
+point (graders/key_points.py): covered, missing or contradicted, the sentence of the answer that
+decided it, why not, and, for the student, a button to contest a verdict."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+def rows(sub: Any) -> list[dict[str, Any]]:
+    """One row per key point, in the part's order; empty without an automatic reading."""
+    extra = (getattr(sub, "result", None) or {}).get("extra") or {}
+    points = (extra.get("automatic") or {}).get("points") or []
+    texts = extra.get("key_points") or []
+    contested = {c.point for c in sub.contests.all()} if points else set()
+    return [{"index": i, "text": texts[i] if i < len(texts) else f"key point {i + 1}",
+             "status": p.get("status", "missing"), "sentence": p.get("sentence", ""),
+             "why": p.get("why", ""), "contested": i in contested}
+            for i, p in enumerate(points)]
+
+
+@register.inclusion_tag("practice/partials/key_points.html")
+def key_point_verdicts(sub: Any, contest: bool = False) -> dict[str, Any]:
+    automatic = (((getattr(sub, "result", None) or {}).get("extra") or {})
+                 .get("automatic") or {})
+    can_contest = (contest and sub.verdict == "pending"
+                   and getattr(getattr(sub, "review", None), "score", None) is None)
+    return {"sub": sub, "rows": rows(sub), "automatic": automatic, "contest": can_contest}
