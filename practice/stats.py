@@ -48,6 +48,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 
 from exercises import registry
+from practice.key_point_stats import KeyPointShare, key_point_shares
 from practice.models import Cohort, Exercise, Membership, RegradeEntry, RegradeJob, Submission
 from practice.provisional import PROVISIONAL
 
@@ -92,6 +93,8 @@ class PartStats:
     solve_seconds: list[float] = field(default_factory=list, repr=False)
     wrong: int = 0
     mistakes: list[MistakeShare] = field(default_factory=list)
+    # text parts: each key point's share of latest answers that do not make it (automatic)
+    key_points: list[KeyPointShare] = field(default_factory=list)
 
     @property
     def solve_rate(self) -> float | None:
@@ -207,9 +210,13 @@ def cohort_overview(cohort: Cohort) -> CohortStats:
 
 
 def exercise_stats(cohort: Cohort, exercise: Exercise) -> ExerciseStats:
-    """One exercise's figures per part, with the parts' prompts (3 queries)."""
+    """One exercise's figures per part, with the parts' prompts and, for text parts, the key
+    points the cohort misses most (4 queries)."""
     students = Membership.objects.filter(cohort=cohort).count()
     result = _collect(cohort, [exercise], students)[0]
+    shares = key_point_shares(counted_submissions(cohort).filter(exercise=exercise))
+    for part in result.parts:
+        part.key_points = shares.get(part.part_id, [])
     try:
         spec = registry.get(exercise.slug)
     except Exception:  # a folder since removed: the figures stand without the prompts

@@ -14,7 +14,8 @@ from practice.actions import NotAllowed
 from practice.actions.cohorts import create_cohort, join_cohort
 from practice.actions.reviews import override_score
 from practice.actions.submissions import contest_key_point, submit_answer
-from practice.models import Exercise, KeyPointContest, Submission, User
+from practice.models import Cohort, Exercise, KeyPointContest, Submission, User
+from practice.stats import exercise_stats
 from practice.views.review import queue_submissions
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +86,24 @@ def test_unreadable_text_is_refused_before_it_is_queued(people: tuple[User, User
     with pytest.raises(InvalidAnswer, match=message):
         submit_answer(ada, Exercise.objects.get(slug=SLUG), PART, answer)
     assert not Submission.objects.exists()
+
+
+def test_the_statistics_page_lists_the_key_points_a_cohort_misses_most(
+        people: tuple[User, User, User]) -> None:
+    instructor, ada, bob = people
+    answered(ada, "Some first thoughts about the step.")
+    answered(ada)  # ada's latest answer counts, not her first
+    answered(bob, PARTIAL + " A faster GPU would close the gap.")
+    cohort = Cohort.objects.get()
+    part = next(p for p in exercise_stats(cohort, Exercise.objects.get(slug=SLUG)).parts
+                if p.part_id == PART)
+    shares = {k.index: (k.answers, k.missing, k.contradicted) for k in part.key_points}
+    assert shares[0] == (2, 0, 0) and shares[2] == (2, 0, 0)  # both made these
+    assert shares[5] == (2, 1, 1)  # ada missed it, bob said the opposite
+    not_made = [k.not_made for k in part.key_points]  # the most often not made first
+    assert not_made == sorted(not_made, reverse=True) and not_made[0] == 2
+    assert {k.index for k in part.key_points[-2:]} == {0, 2}
+    page = Client()
+    page.force_login(instructor)
+    html = page.get(reverse("exercise_stats", args=[cohort.pk, SLUG])).content.decode()
+    assert 'id="key-points-what_to_fix"' in html and "Key points the cohort misses most" in html
