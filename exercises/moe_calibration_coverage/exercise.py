@@ -144,7 +144,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
         f"see a tenth of it. 2. Feed every expert: during calibration, send each token through "
         "all experts to collect statistics (llm-compressor's MoE calibration modules do this) "
         "while the layer's output keeps the real routing, and weight the extra tokens by "
-        "router probability, since tokens an expert never gets are off its distribution. "
+        "router probability, since tokens routed to other experts are off its distribution. "
         f"3. Gate each expert on its count: below {p['rule_k']:g} × d_in "
         f"({s['need']:,.0f} tokens) use round-to-nearest, or keep the expert at higher "
         "precision, or fit only per-channel scales; dampening makes H invertible but does not "
@@ -152,7 +152,7 @@ def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
         "domains the product serves (code, maths, languages, tool calls) and size it for the "
         f"rarest expert that matters ({s['tokens_needed'].value:,.0f} tokens for one routed "
         f"{p['skew']}× below average). 5. Keep the router, shared experts and attention at "
-        "higher precision, and evaluate per domain, not on average perplexity."
+        "higher precision, and evaluate per domain rather than on average perplexity."
     )
 
 
