@@ -152,7 +152,10 @@ MODEL_RESPONSE = (
     "whose deadline has passed instead of serving it dead, and drop expired requests at dequeue "
     "as a second line of defence. Under sustained overload, serve the freshest requests first "
     "(adaptive LIFO, CoDel-style queue timeouts) and prefer degrading (shorter max_tokens, a "
-    "smaller model) for priority traffic over timing everyone out."
+    "smaller model) for priority traffic over timing everyone out. In a real LLM engine the "
+    "rule should count work, not requests: predicted wait = queued prefill tokens / prefill "
+    "tokens per second (with the free KV cache as a second limit), because one request can cost "
+    "a thousand times another."
 )
 
 
