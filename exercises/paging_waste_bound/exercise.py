@@ -71,26 +71,19 @@ BOUND = "N*(B-1)"
 # The trade-off statements of part 5 that are true for raising the block size.
 TRADE = ["waste", "kernel", "prefix"]
 
+# One sentence per line: the key-point matcher cuts answers at line breaks.
 MODEL_ANSWER = """\
-**The bound.** Blocks are allocated on demand: a sequence gets a new block only when its last one
-is full and it has one more token to write. So every block of a sequence except the last is full,
-and the last holds at least one token (it would not exist otherwise). The only empty slots are in
-that last block, at most $B - 1$ of them. Summed over $N$ live sequences, the waste is at most
-$N(B - 1)$ slots, whatever the lengths, and the bound is reached when every sequence has just
-opened a new block. All blocks are the same size and any free block can serve any sequence, so
-there is no external fragmentation: a free block is never too small or in the wrong place. With
-lengths spread evenly modulo $B$ the expected waste is half the bound, $(B-1)/2$ per sequence,
-and as a share of the stored KV it is $(B-1)/(2\\bar L)$, so it shrinks as sequences grow.
+**The bound.** Blocks are allocated on demand: a sequence gets a new block only when its last one is full and it has one more token to write.
+So every block of a sequence except the last is full, and the last holds at least one token (it would not exist otherwise).
+The only empty slots are in that last block, at most $B - 1$ of them.
+Summed over $N$ live sequences, the waste is at most $N(B - 1)$ slots, whatever the lengths, and the bound is reached when every sequence has just opened a new block.
+All blocks are the same size and any free block can serve any sequence, so there is no external fragmentation.
+A free block is never too small or in the wrong place.
+With lengths spread evenly modulo $B$ the expected waste is half the bound, $(B-1)/2$ per sequence, and as a share of the stored KV it is $(B-1)/(2\\bar L)$, so it shrinks as sequences grow.
 
-**The block size.** Three things move with $B$: (1) that waste, which grows in proportion to $B$;
-(2) kernel efficiency: bigger blocks mean fewer block-table lookups and longer contiguous reads,
-and some kernels only accept certain sizes; (3) prefix-cache granularity: a shared prefix is
-reused only up to its last whole block, and eviction frees memory in $B$-token units. I would keep
-{small} (the default) unless a kernel needs larger pages or a profile shows attention paying for
-the indirection; going to {big} multiplies the waste by {ratio:.1f} (from {pct_small:.2f} % to
-{pct_big:.2f} % of the stored KV here) and costs up to {big_m1} tokens of reuse on every prefix
-hit. The bound also assumes allocation by need: an engine that reserves slots ahead (speculative
-lookahead, or a whole output's worth at admission) wastes more than this.
+**The block size.** Three things move with $B$: (1) that waste, which grows in proportion to $B$; (2) kernel efficiency: bigger blocks mean fewer block-table lookups and longer contiguous reads, and some kernels only accept certain sizes; (3) prefix-cache granularity: a shared prefix is reused only up to its last whole block, and eviction frees memory in $B$-token units.
+I would keep {small} (the default) unless a kernel needs larger pages or a profile shows attention paying for the indirection; going to {big} multiplies the waste by {ratio:.1f} (from {pct_small:.2f} % to {pct_big:.2f} % of the stored KV here) and costs up to {big_m1} tokens of reuse on every prefix hit.
+The bound also assumes allocation by need: an engine that reserves slots ahead (speculative lookahead, or a whole output's worth at admission) wastes more than this.
 """
 
 
