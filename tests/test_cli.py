@@ -11,6 +11,7 @@ import pytest
 from exercises import registry
 from graders import kernel
 from graders.selftest import answer_text
+from graders.text import checkable
 from tests.part_kinds import part_type_cover
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,13 @@ def test_grade_prints_the_contract_for_every_part_type(slug: str) -> None:
             assert doc["verdict"] == "provisional", doc
         for check in doc["checks"]:
             assert {"name", "passed", "message"} <= set(check)
+        if part.type == "text" and checkable(part):
+            # One check per key point, in order, named by its index; the model answer makes
+            # every one of them.
+            assert [c["name"] for c in doc["checks"]] == [
+                str(i) for i in range(len(part.key_points))], doc
+            assert all(c["passed"] and c["message"].startswith("covered: ")
+                       for c in doc["checks"]), doc
 
 
 def test_a_hostile_formula_is_invalid_and_runs_nothing(tmp_path: Path) -> None:
