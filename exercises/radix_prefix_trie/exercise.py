@@ -326,22 +326,15 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# One sentence per line: the key-point matcher cuts answers at line breaks.
 MODEL_ANSWER = """\
-**Why only leaves.** A radix cache can only ever hit from the root forward: a prefix is reusable
-only if every node above it is still there. Evicting an internal node would leave its
-descendants resident but unreachable (their KV can never be matched again, and unless you walk
-and free them you leak their slots), so eviction removes leaves, and a parent becomes a
-candidate only once its last child is gone and no running request pins it. That is also why a
-lock walks from the node up to the root: a running request depends on the whole path, not just
-the node where its match ended.
+**Why only leaves.** A radix cache can only ever hit from the root forward: a prefix is reusable only if every node above it is still there.
+Evicting an internal node would leave its descendants resident but unreachable (their KV can never be matched again, and unless you walk and free them you leak their slots), so eviction removes leaves, and a parent becomes a candidate only once its last child is gone and no running request pins it.
+That is also why a lock walks from the node up to the root: a running request depends on the whole path, every node from the root down to where its match ended, and a split copies the lock count to the new upper node for the same reason.
+Eviction pops the least recently used leaf, frees all of its slots, and repeats until it has freed at least k tokens, so it may overshoot; it never frees a locked node, and each slot is freed exactly once because free_fn only gets slots the tree owns.
 
-**Radix tree vs vLLM's hash chain.** The radix tree shares at token granularity (any common
-prefix, split exactly where two prompts diverge) and finds the longest prefix in one walk whose
-cost is linear in the prompt; the price is pointer-chasing, splits and a tree to keep
-consistent. vLLM hashes each full block together with its parent's hash, so lookup is one
-dictionary probe per block and eviction is a free-block queue with no structure to maintain,
-but sharing is block-granular (a partial last block never hits) and correctness rests on the
-hash. Tail-first freeing there plays the role that leaf-only eviction plays here.
+**Radix tree vs vLLM's hash chain.** The radix tree shares at token granularity (any common prefix, split exactly where two prompts diverge) and finds the longest prefix in one walk whose cost is linear in the prompt; the price is pointer-chasing, splits and a tree to keep consistent. vLLM hashes each full block together with its parent's hash, so lookup is one dictionary probe per block and eviction is a free-block queue with no structure to maintain, but sharing is block-granular (a partial last block never hits) and correctness rests on the hash.
+Tail-first freeing there plays the role that leaf-only eviction plays here.
 """
 
 
