@@ -308,24 +308,16 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# One sentence per line: the key-point matcher cuts answers at line breaks.
 MODEL_ANSWER = """\
-**Hold everything equal except speculation.** Same GPUs and model weights, same engine version
-and flags, same sampling settings (temperature and top-p change acceptance), the same prompts,
-and the same output lengths: fix them with `ignore_eos` and `max_tokens`, or replay the recorded
-outputs, otherwise one side does less work. Drive both with the same arrival process (the same
-request-rate trace or the same concurrency), exclude the warm-up, and give both the same memory
-budget: the drafter's weights and KV come out of the target's KV pool, so report the smaller
-pool (it caps the batch).
+**Hold everything equal except speculation.** Same GPUs and model weights, same engine version and flags, same sampling settings (temperature and top-p change acceptance), the same prompts, and the same output lengths: fix them with `ignore_eos` and `max_tokens`, or replay the recorded outputs, otherwise one side does less work.
+Drive both with the same arrival process (the same request-rate trace or the same concurrency) and exclude the warm-up.
+Give both the same memory budget: the drafter's weights and KV come out of the target's KV pool, so report the smaller pool (it caps the batch).
 
-**Measure what users feel, across load.** TPOT or inter-token latency at p50 and p99, TTFT at p50
-and p99, output tokens per second per GPU, and goodput at the latency SLO, at several request
-rates from light to saturated. Speculation wins most at small batches and its gain shrinks (or
-turns into a loss) as the batch grows and the GPU becomes compute-bound, so one number at one load
-is not a speedup claim.
+**Measure what users feel, across load.** TPOT or inter-token latency at p50 and p99, TTFT at p50 and p99, output tokens per second per GPU, and goodput at the latency SLO, at several request rates from light to saturated.
+Speculation wins most at small batches and its gain shrinks (or turns into a loss) as the batch grows and the GPU becomes compute-bound, so one number at one load is not a speedup claim.
 
-**Report acceptance from the same run.** Snapshot the counters before and after each run, take
-the deltas, drop windows across restarts, and quote the acceptance rate and mean acceptance length
-next to the latency numbers, so a later regression can be traced to the drafter or to the load.
+**Report acceptance from the same run.** Snapshot the counters before and after each run, take the deltas, drop windows across restarts, and quote the acceptance rate and mean acceptance length next to the latency numbers, so a later regression can be traced to the drafter or to the load.
 """
 
 
