@@ -201,9 +201,16 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
 def _model_answer(p: dict[str, Any], s: dict[str, Any]) -> str:
     return (
-        f"The step is {s['t_dec'].value:.1f} ms of decode, but a step that carries a "
-        f"{p['chunk']:,}-token prefill chunk takes {s['t_mix'].value:.0f} ms, and "
-        f"{s['slow_share'].value:.1f} % of steps do, so the p99 inter-token gap is a chunk step. "
+        f"A plain decode step reads the weights and every running sequence's KV from HBM "
+        f"({s['bytes_gpu_gb']:.1f} GB per GPU, {s['t_mem_ms']:.1f} ms) plus "
+        f"{s['t_comm_ms']:.2f} ms of all-reduces: {s['t_dec'].value:.1f} ms. "
+        f"A step that also carries a {p['chunk']:,}-token prefill chunk adds the chunk's compute "
+        f"and takes {s['t_mix'].value:.0f} ms, {s['mix_over_dec']:.1f} times as long. "
+        "Every running stream sees both step lengths, so the inter-token histogram has two peaks: "
+        f"{s['slow_share'].value:.1f} % of steps carry a chunk, more than 1 %, so the p99 "
+        f"inter-token gap is the {s['t_mix'].value:.0f} ms chunk step while p50 stays at "
+        f"{s['t_dec'].value:.1f} ms. "
+        "TTFT still looks good because each new prompt starts at once.\n"
         "To shrink the slow mode: lower the prefill token budget per step (smaller chunks: each "
         "stall is shorter, though there are more of them and TTFT rises a little), or make the "
         "budget SLO-aware so a step never exceeds the inter-token target; give running decodes "
