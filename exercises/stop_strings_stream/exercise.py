@@ -262,7 +262,7 @@ MODEL_ANSWER = """\
 means the text from it to the end is still a proper prefix of some stop. Anything before the
 longest such suffix is final, so holding it back only adds latency. A fixed buffer of (longest
 stop − 1) characters is safe but delays every chunk, and with a long stop such as
-`"<|im_end|>"` that is nine characters of every reply sitting on the server for no reason.
+`"<|im_end|>"` that is nine characters of every reply sitting on the server needlessly.
 
 **Incremental UTF-8 decoding.** A byte-level token can end in the middle of a character.
 Decoding each token on its own turns both halves of a split "€" into replacement characters,
@@ -277,7 +277,7 @@ completed later is never produced.
 
 **Testing.** Compare against a reference that decodes all the bytes at once and cuts at the
 earliest completion, on random texts with multi-byte characters and invalid bytes cut at random
-byte offsets, and also check the hold-back after every push, not just the final text.
+byte offsets, and also check the hold-back after every push as well as the final text.
 """
 
 
