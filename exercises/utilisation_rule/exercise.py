@@ -160,17 +160,14 @@ BREAKS = ["batching", "two_phase", "memory", "state"]
 
 FORMULA = "1 - ln(100)*S/T"
 
+# One sentence per line: the key-point matcher cuts answers at line breaks.
 MODEL_ANSWER = """\
-No. 70 % is what one formula gives for one ratio of prefill time to p99 target, with exponential
-service times. The ceiling is $1 - \\ln(100)\\,S/T_{99}$ for that queue and drops further as the
-prompt mix spreads, so it has to be recomputed per model, per prompt mix and per SLO. The
-utilisation in it is the prefill server's busy fraction $\\lambda S$, not the GPU-utilisation
-gauge (which reads near 100 % whenever a kernel is running). An LLM engine is not that queue
-(batching, memory admission, unknown decode lengths), so I would use the formula as the first
-guess, then load-test: step the offered rate, plot p99 TTFT against it, and set the cap a margin
-below the knee. In production I would scale and shed on the measured signal (queue wait or p99
-TTFT), and raise the ceiling by cutting variance: chunked prefill or a separate pool for long
-prompts.
+No.
+70 % is what one formula gives for one ratio of prefill time to p99 target, with exponential service times.
+The ceiling is $1 - \\ln(100)\\,S/T_{99}$ for that queue and drops further as the prompt mix spreads, so it has to be recomputed per model, per prompt mix and per SLO.
+The utilisation in it is the prefill server's busy fraction $\\lambda S$, not the GPU-utilisation gauge (which reads near 100 % whenever a kernel is running).
+An LLM engine is not that queue (batching, memory admission, unknown decode lengths), so I would use the formula as the first guess, then load-test: step the offered rate, plot p99 TTFT against it, and set the cap a margin below the knee.
+In production I would scale and shed on the measured signal (queue wait or p99 TTFT), and raise the ceiling by cutting variance: chunked prefill or a separate pool for long prompts.
 """
 
 
