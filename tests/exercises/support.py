@@ -125,7 +125,9 @@ class ExerciseUnderTest:
         """selftest.toml names real parts, each case is invalid or has a score, one is invalid, the
         answer `wrong` (typically off by 2x) scores 0 and `right` (typically in other units) 1."""
         cases = tomllib.loads((self.folder / "selftest.toml").read_text(encoding="utf-8"))["case"]
-        assert all(c["part"] in self.parts and (c.get("invalid") or "score" in c) for c in cases)
+        # A labelled text answer (`covered`) is checked key point by key point, not by score.
+        assert all(c["part"] in self.parts and (c.get("invalid") or "score" in c or "covered" in c)
+                   for c in cases)
         assert any(c.get("invalid") for c in cases)
         assert any(c["answer"] == wrong and c["score"] == 0 for c in cases)
         assert any(c["answer"] == right and c["score"] == 1 for c in cases)

@@ -218,7 +218,7 @@ def test_selftest_cases_are_well_formed():
     cases = tomllib.loads((FOLDER / "selftest.toml").read_text(encoding="utf-8"))["case"]
     for case in cases:
         assert case["part"] in PARTS
-        assert case.get("invalid") or "score" in case
+        assert case.get("invalid") or "score" in case or "covered" in case
     assert any(c.get("invalid") for c in cases)
     assert any(c["part"] == "clip_error" and c["answer"] == "27.6" and c["score"] == 0
                for c in cases)  # off by 2x

@@ -203,7 +203,7 @@ def test_selftest_cases_are_well_formed():
     cases = tomllib.loads((FOLDER / "selftest.toml").read_text(encoding="utf-8"))["case"]
     for case in cases:
         assert case["part"] in PARTS
-        assert case.get("invalid") or "score" in case
+        assert case.get("invalid") or "score" in case or "covered" in case
     # The required kinds are all there: a 2x answer scoring 0, an invalid input, a converted unit.
     parts_with_invalid = {c["part"] for c in cases if c.get("invalid")}
     assert parts_with_invalid
