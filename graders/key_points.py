@@ -14,9 +14,10 @@ answer that decided it and, when not covered, a line saying why not. How:
    weight"), so polarity is counted apart: a claim close to the point or a paraphrase that uses
    mostly the same words with the opposite number of negations contradicts it; one close to an
    `against` claim with the same polarity contradicts it; one that negates an `against` claim in
-   its own words affirms the point. Opposite polarity in different words decides nothing alone
-   (below FLIP it may still cover: "the weights never stay on chip" does make "every weight is
-   read each step").
+   its own words affirms the point. Opposite polarity in other words decides nothing: "the
+   weights never stay on chip" does make "every weight is read each step", and a "not" in a
+   side clause ("so nothing is copied") does not turn the claim around. A claim counts only for
+   the key points it is (nearly) closest to.
 4. A key point with a `number` counts only if the deciding sentence, or one beside it, states this
    variant's value within the point's tolerance; a sentence whose numbers are all far off gets the
    point marked contradicted (the claim is made with the wrong figure).
@@ -40,12 +41,11 @@ Status = Literal["covered", "missing", "contradicted"]
 
 COVER = 0.62  # a claim this close to the point or a paraphrase makes it
 AGAINST = 0.70  # this close to an `against` claim, with its polarity, contradicts it
-FLIP = 0.80  # above this, a claim of the opposite polarity is never counted as covering
 FLIP_OVERLAP = 0.5  # word overlap of two claims of opposite polarity for one to negate the other
 MARGIN = 0.03  # a claim covers the points within this of the one it is closest to
 NEAR = 0.45  # a claim this close is named as the nearest when the point is missing
 PROMPT_ECHO = 0.85  # a claim this close to a sentence of the prompt repeats it
-COPIED = 0.75  # word overlap (Jaccard) with a key point's own text: pasted, not said
+COPIED = 0.85  # word overlap (Jaccard) with a key point's own text: pasted, not said
 MIN_WORDS = 4
 
 NEGATIONS = frozenset({
@@ -63,10 +63,15 @@ FUNCTION_WORDS = frozenset({
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+|;\s+|,\s+(?=(?:but|whereas|while|yet|then|and then)\b)|\s+[-*•]\s+")
+_WRAPPED = re.compile(r"(?<=[^\s.!?:;])[ \t]*\n[ \t]*(?=[a-z(])")
 _ANSWER_WORD = re.compile(r"^(?:no|yes|nope|yeah|right|well)\s*[,.!:;—-]\s*", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+# A number, not part of a name ("Llama-3.1-8B", "H100", "sm_90"), with what follows it.
 _NUMBER = re.compile(
-    r"(?<![\w.])([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(%|×|x\b|[a-zA-Zµ/]+(?:/[a-zA-Z]+)?)?")
+    r"(?<![\w.])(?<![\w.]-)([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+    r"\s*(%|×|x\b|[a-zA-Zµ/]+(?:/[a-zA-Z]+)?)?")
+MULTIPLIERS = {"k": 1e3, "K": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6,
+               "billion": 1e9, "trillion": 1e12}
 
 
 class Encoder(Protocol):
@@ -92,7 +97,9 @@ class Claim:
 
 
 # Negation words that do not turn a claim around ("no longer issues" is "stops issuing").
-_NOT_NEGATING = re.compile(r"\b(?:no longer|no more than|not only|no matter)\b")
+_NOT_NEGATING = re.compile(
+    r"\b(?:no longer|no more than|no less than|not only|not just|no matter|for no reason|"
+    r"nothing else|all or nothing|whether or not|if not|not least)\b")
 
 
 def words_of(text: str) -> tuple[str, ...]:
@@ -108,13 +115,14 @@ def is_claim(text: str, words: Sequence[str]) -> bool:
     """A sentence that asserts something: not a list of terms, not a question."""
     if len(words) < MIN_WORDS or text.rstrip("\"'”)").endswith("?"):
         return False
-    function = sum(1 for w in words if w in FUNCTION_WORDS)
-    if function < 2 or function / len(words) < 0.12:
-        return False
-    pieces = [p for p in re.split(r"[,/|]", text) if p.strip()]
-    if len(pieces) >= 3 and sum(len(words_of(p)) for p in pieces) / len(pieces) <= 2.5:
-        return False
-    return True
+    function = sum(1 for w in words if w in FUNCTION_WORDS) / len(words)
+    pieces = [p for p in re.split(r"[,/|;]", text) if p.strip()]
+    listed = len(pieces) >= 3 and sum(len(words_of(p)) for p in pieces) / len(pieces) <= 3.0
+    if listed:
+        return function >= 0.25  # terms strung with commas: a claim only with real grammar
+    # A terse sentence ("Capping concurrency lowers goodput.") asserts; a run of terms without
+    # a full stop does not.
+    return function > 0 or text.rstrip().endswith(".")
 
 
 def claims_of(answer: str) -> list[Claim]:
@@ -130,7 +138,9 @@ def claims_of(answer: str) -> list[Claim]:
 
 def pieces_of(text: str) -> list[str]:
     """The text cut at sentence ends, line breaks, "; " and ", but" (see _SPLIT), except inside
-    brackets: "(one launch; the step drops to 8.6 ms)" stays with its sentence."""
+    brackets: "(one launch; the step drops to 8.6 ms)" stays with its sentence. A line break
+    before a lower-case word is a hard wrap inside a sentence, not a cut."""
+    text = _WRAPPED.sub(" ", text)
     depth, start, out = 0, 0, []
     cuts = {m.start(): m.end() for m in _SPLIT.finditer(text)}
     i = 0
@@ -176,40 +186,58 @@ def numbers_in(text: str) -> list[tuple[float, str]]:
 
 def states_value(text: str, value: float, unit: str, tolerance: float) -> bool | None:
     """True if a number in `text` is `value` (in `unit`) within `tolerance`; False if the text
-    has numbers but none is; None if it has none."""
-    found = numbers_in(text)
-    if not found:
-        return None
-    for number, after in found:
-        for candidate in _readings(number, after, unit):
-            if math.isclose(candidate, value, rel_tol=tolerance) or (
-                    value == 0 and abs(candidate) <= tolerance):
-                return True
-    return False
+    has numbers that could be it but none is; None if it has none (a number in a unit of
+    another kind, "128 µs" where a share is expected, is another figure, not a wrong one)."""
+    comparable = False
+    for number, after in numbers_in(text):
+        readings, same_kind = _readings(number, after, unit)
+        if any(math.isclose(r, value, rel_tol=tolerance) or (value == 0 and abs(r) <= tolerance)
+               for r in readings):
+            return True
+        comparable = comparable or same_kind
+    return False if comparable else None
 
 
-def _readings(number: float, after: str, unit: str) -> list[float]:
-    """The values a written number may stand for in `unit`: as written, as a percentage, and
-    converted when the word after it is a unit of the same kind."""
+def _readings(number: float, after: str, unit: str) -> tuple[list[float], bool]:
+    """The values a written number may stand for in `unit` (as written, scaled by a word as in
+    "2.3 million" or "82K", as a percentage, converted from a unit of the same kind), and
+    whether it could be this figure at all: one written in a unit of another kind ("128 µs"
+    where a share is expected) is another figure, so it never makes the point wrong. A unit
+    word only half read ("60 FLOP per byte" for FLOP/B) still matches as written."""
+    if after in MULTIPLIERS:
+        return [number * MULTIPLIERS[after]], True
     readings = [number]
     if after == "%":
-        readings.append(number / 100)
-    if after and after not in ("%", "×", "x"):
+        return [number, number / 100], True
+    if after and after not in ("×", "x") and unit:
         from graders import units
 
         try:
-            target = units.parse_unit(unit) if unit else None
+            target = units.parse_unit(unit)
             source = units.parse_unit(after)
-            if target is not None and units.compatible(source, target):
-                readings.append(number * units.conversion_factor(source, target))
         except Exception:  # noqa: BLE001 - a word that is not a unit: the number as written
-            pass
-    return readings
+            return readings, True
+        if not units.compatible(source, target):
+            return readings, False
+        readings.append(number * units.conversion_factor(source, target))
+    return readings, True
 
 
 def _prompt_rows(prompt: str, encoder: Encoder) -> np.ndarray:
     sentences = [c.text for c in claims_of(prompt)] or [prompt]
     return encoder.encode(sentences)
+
+
+def prime(parts: Sequence[tuple[str, Sequence[KeyPoint]]], encoder: Encoder) -> int:
+    """Embed every part's prompt, key points and their claims ahead of the first answer (a
+    worker's warm-up), so no student waits for them; returns how many strings."""
+    texts: list[str] = []
+    for prompt, points in parts:
+        texts += [c.text for c in claims_of(prompt)] or [prompt]
+        for p in points:
+            texts += [p.text, *p.also, *p.against]
+    encoder.encode(list(dict.fromkeys(texts)))
+    return len(texts)
 
 
 def match(points: Sequence[KeyPoint], answer: str, encoder: Encoder, *, prompt: str = "",
@@ -234,20 +262,34 @@ def match(points: Sequence[KeyPoint], answer: str, encoder: Encoder, *, prompt: 
             return [PointVerdict(i, "missing", "", "The answer repeats the question.", 0.0)
                     for i in range(len(points))]
     pos = [rows @ encoder.encode([p.text, *p.also]).T for p in points]  # claims x anchors
-    # Each claim's closest key point: a claim covers only the points it is (nearly) closest
-    # to, so "the GPU waits on the host" makes the GPU-is-idle point, not the one next to it.
-    closest = np.max([m.max(axis=1) for m in pos], axis=0) if rules else None
-    return [_verdict(i, point, claims, rows, pos[i], closest, encoder,
-                     numbers.get(i) if rules else None, rules)
+    flips = [_flip_mask(claims, p, rules) for p in points]
+    # Each claim's closest key point, among the readings that could count for it: a claim
+    # covers only the points it is (nearly) closest to, so "the GPU waits on the host" makes
+    # the GPU-is-idle point, not the one next to it.
+    closest = (np.max([np.where(f, -1.0, m).max(axis=1) for m, f in zip(pos, flips,
+                                                                        strict=True)], axis=0)
+               if rules else None)
+    return [_verdict(i, point, claims, rows, pos[i], flips[i], closest, encoder,
+                     numbers.get(i) if rules else None)
             for i, point in enumerate(points)]
 
 
+def _flip_mask(claims: list[Claim], point: KeyPoint, rules: bool) -> np.ndarray:
+    """claims x anchors: True where the claim negates that anchor (opposite polarity, mostly
+    the same words)."""
+    anchors = [words_of(a) for a in (point.text, *point.also)]
+    mask = np.zeros((len(claims), len(anchors)), dtype=bool)
+    if rules:
+        for i, claim in enumerate(claims):
+            for j, words in enumerate(anchors):
+                mask[i, j] = claim.negated != is_negated(words) and _flipped(claim.words, words)
+    return mask
+
+
 def _verdict(index: int, point: KeyPoint, claims: list[Claim], rows: np.ndarray,
-             pos_sim: np.ndarray, closest: np.ndarray | None, encoder: Encoder,
-             number: tuple[float, str, float] | None, rules: bool = True) -> PointVerdict:
-    anchors = [point.text, *point.also]
-    anchor_words = [words_of(a) for a in anchors]
-    anchor_neg = [is_negated(w) and rules for w in anchor_words]
+             pos_sim: np.ndarray, flipped: np.ndarray, closest: np.ndarray | None,
+             encoder: Encoder, number: tuple[float, str, float] | None) -> PointVerdict:
+    rules = closest is not None
     against_sim = (rows @ encoder.encode(list(point.against)).T if point.against
                    else np.zeros((len(claims), 0)))
     against_words = [words_of(a) for a in point.against]
@@ -263,11 +305,10 @@ def _verdict(index: int, point: KeyPoint, claims: list[Claim], rows: np.ndarray,
         for j, sim in enumerate(pos_sim[i]):
             sim = float(sim)
             nearest = max(nearest, (sim, i))
-            if sim < COVER or (closest is not None and sim < closest[i] - MARGIN):
-                continue
-            if claim.negated != anchor_neg[j] and _flipped(claim.words, anchor_words[j]):
-                best_against = max(best_against, (sim, i, "negation"))
-            elif claim.negated == anchor_neg[j] or sim < FLIP:
+            if flipped[i, j]:
+                if sim >= COVER:
+                    best_against = max(best_against, (sim, i, "negation"))
+            elif sim >= COVER and (closest is None or sim >= closest[i] - MARGIN):
                 best_cover = max(best_cover, (sim, i))
         for j, sim in enumerate(against_sim[i]):
             sim = float(sim)
@@ -301,15 +342,10 @@ def _with_number(index: int, claims: list[Claim], i: int, sim: float,
     """A point that depends on the variant's figure: the claim (or one beside it) must state
     it. The expected figure is not named: it may be the answer to another part."""
     value, unit, tolerance = number
-    stated: list[bool] = []
-    for k in (i, i - 1, i + 1):
-        if 0 <= k < len(claims):
-            seen = states_value(claims[k].text, value, unit, tolerance)
-            if seen is True:
-                return PointVerdict(index, "covered", claims[i].text, "", sim)
-            if seen is False:
-                stated.append(False)
-    if stated:
+    for k in (i, i - 1, i + 1, i - 2, i + 2):
+        if 0 <= k < len(claims) and states_value(claims[k].text, value, unit, tolerance):
+            return PointVerdict(index, "covered", claims[i].text, "", sim)
+    if states_value(claims[i].text, value, unit, tolerance) is False:
         return PointVerdict(index, "contradicted", claims[i].text,
                             "The point is made with a figure that is not this variant's: check "
                             "the number against your own calculation.", sim)

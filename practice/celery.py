@@ -61,11 +61,15 @@ def _warm_text_model() -> None:
     import threading
 
     def load() -> None:
-        from graders import text_model
+        from exercises import registry
+        from graders import key_points, text_model
 
         try:
-            text_model.encoder()
+            encoder = text_model.encoder()
         except text_model.ModelUnavailable:
-            pass  # remembered: text answers fall back to review with a notice
+            return  # remembered: text answers fall back to review with a notice
+        key_points.prime([(part.prompt, part.key_point_specs)
+                          for spec in registry.load_all().values() for part in spec.parts
+                          if part.type == "text"], encoder)
 
     threading.Thread(target=load, name="text-model-warmup", daemon=True).start()

@@ -156,8 +156,8 @@ latency-critical deployments of a few models that change rarely, where the team 
 release notes. It is a poor choice for mixed hardware (AMD, TPU, older GPUs), for fast-moving open
 models that need day-0 support, or for teams that depend on the vLLM/SGLang ecosystem (their
 scheduling features, structured outputs, plugins). Either way, the "engine per GPU and batch
-shape" story is gone: it serves Hugging Face checkpoints through its PyTorch backend, and the
-capacity planning has to account for GUARANTEED_NO_EVICT reserving prompt + max_tokens.
+shape" story is gone: it serves Hugging Face checkpoints through its PyTorch backend. Capacity
+planning has to account for GUARANTEED_NO_EVICT reserving prompt + max_tokens.
 """
 
 
