@@ -18,16 +18,6 @@ SLUG = "fused_rope_positions"
 SEED = 12345
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> None:
-    from runners import SandboxUnavailable, get_backend
-
-    try:
-        get_backend()
-    except SandboxUnavailable as exc:
-        pytest.skip(f"no sandbox: {exc}")
-
-
 def _seen(r: GradeResult) -> tuple[object, ...]:
     return (r.score, r.verdict, r.feedback, [(c.name, c.passed, c.message) for c in r.checks])
 
