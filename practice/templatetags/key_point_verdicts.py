@@ -26,6 +26,14 @@ def rows(sub: Any) -> list[dict[str, Any]]:
 def key_point_verdicts(sub: Any, contest: bool = False) -> dict[str, Any]:
     automatic = (((getattr(sub, "result", None) or {}).get("extra") or {})
                  .get("automatic") or {})
-    can_contest = (contest and sub.verdict == "pending"
-                   and getattr(getattr(sub, "review", None), "score", None) is None)
+    can_contest = contest and sub.verdict == "pending" and not _graded_by_instructor(sub)
     return {"sub": sub, "rows": rows(sub), "automatic": automatic, "contest": can_contest}
+
+
+def _graded_by_instructor(sub: Any) -> bool:
+    """Whether an instructor's score stands on the answer. The exercise page marks each shown
+    submission with `has_review_notes` in one query for the page (templatetags/review_notes.py);
+    a submission it marked False has no review, so no query is made for it here."""
+    if getattr(sub, "has_review_notes", None) is False:
+        return False
+    return getattr(getattr(sub, "review", None), "score", None) is not None
