@@ -19,7 +19,6 @@ from graders import key_points, text_model
 from graders.base import Check, GradeContext, GradeResult, InvalidAnswer, read_input
 
 MAX_CHARS = 5000
-STATUS_WORDS = {"covered": "covered", "missing": "missing", "contradicted": "contradicted"}
 
 
 def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
@@ -53,6 +52,12 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
                        checks=checks, echo=echo, extra=extra)
 
 
+def automatic_reading(result: dict[str, Any] | None) -> dict[str, Any]:
+    """The automatic reading `grade` stored in a result's JSON (`extra["automatic"]`: covered,
+    total, and per key point its status, sentence and why), or {} when there is none."""
+    return ((result or {}).get("extra") or {}).get("automatic") or {}
+
+
 def read_answer(answer_text: str) -> str:
     """The answer, stripped; InvalidAnswer (no attempt used) when it is empty, over MAX_CHARS
     characters, or holds control or invisible characters. Also run in the request, before a
@@ -72,7 +77,7 @@ def checkable(part: PartSpec) -> bool:
 
 def _check(part: PartSpec, v: key_points.PointVerdict) -> Check:
     point = part.key_points[v.index]
-    message = f"{STATUS_WORDS[v.status]}: {point}"
+    message = f"{v.status}: {point}"
     if v.sentence:
         message += f"\n  Your sentence: “{v.sentence}”"
     if v.why:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from graders.text import automatic_reading
 from practice.models import Submission
 
 
@@ -34,8 +35,7 @@ def key_point_shares(subs: QuerySet[Submission]) -> dict[str, list[KeyPointShare
     rows = (subs.filter(part_type="text").order_by("queued_at", "pk")
             .values_list("user_id", "part_id", "result"))
     for user_id, part_id, result in rows:
-        automatic = ((result or {}).get("extra") or {}).get("automatic") or {}
-        if automatic.get("points"):
+        if automatic_reading(result).get("points"):
             latest[(user_id, part_id)] = result["extra"]
     by_part: dict[str, dict[int, KeyPointShare]] = {}
     for (_, part_id), extra in latest.items():

@@ -106,7 +106,9 @@ def contest_key_point(user: User, submission_id: int, point: int) -> KeyPointCon
     sub = Submission.objects.filter(pk=submission_id, user=user).select_related("review").first()
     if sub is None:
         raise NotAllowed("no such answer")
-    verdicts = ((sub.result or {}).get("extra") or {}).get("automatic", {}).get("points") or []
+    from graders.text import automatic_reading
+
+    verdicts = automatic_reading(sub.result).get("points") or []
     if sub.part_type != "text" or not 0 <= point < len(verdicts):
         raise NotAllowed("only a key point of an automatically read text answer can be contested")
     if sub.verdict != Submission.Verdict.PENDING or getattr(

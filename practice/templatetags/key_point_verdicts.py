@@ -7,14 +7,16 @@ from typing import Any
 
 from django import template
 
+from graders.text import automatic_reading
+
 register = template.Library()
 
 
 def rows(sub: Any) -> list[dict[str, Any]]:
     """One row per key point, in the part's order; empty without an automatic reading."""
-    extra = (getattr(sub, "result", None) or {}).get("extra") or {}
-    points = (extra.get("automatic") or {}).get("points") or []
-    texts = extra.get("key_points") or []
+    result = getattr(sub, "result", None) or {}
+    points = automatic_reading(result).get("points") or []
+    texts = (result.get("extra") or {}).get("key_points") or []
     contested = {c.point for c in sub.contests.all()} if points else set()
     return [{"index": i, "text": texts[i] if i < len(texts) else f"key point {i + 1}",
              "status": p.get("status", "missing"), "sentence": p.get("sentence", ""),
@@ -24,8 +26,7 @@ def rows(sub: Any) -> list[dict[str, Any]]:
 
 @register.inclusion_tag("practice/partials/key_points.html")
 def key_point_verdicts(sub: Any, contest: bool = False) -> dict[str, Any]:
-    automatic = (((getattr(sub, "result", None) or {}).get("extra") or {})
-                 .get("automatic") or {})
+    automatic = automatic_reading(getattr(sub, "result", None))
     can_contest = contest and sub.verdict == "pending" and not _graded_by_instructor(sub)
     return {"sub": sub, "rows": rows(sub), "automatic": automatic, "contest": can_contest}
 
