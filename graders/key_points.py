@@ -342,10 +342,11 @@ def _with_number(index: int, claims: list[Claim], i: int, sim: float,
     """A point that depends on the variant's figure: the claim (or one beside it) must state
     it. The expected figure is not named: it may be the answer to another part."""
     value, unit, tolerance = number
-    for k in (i, i - 1, i + 1, i - 2, i + 2):
-        if 0 <= k < len(claims) and states_value(claims[k].text, value, unit, tolerance):
-            return PointVerdict(index, "covered", claims[i].text, "", sim)
-    if states_value(claims[i].text, value, unit, tolerance) is False:
+    own = states_value(claims[i].text, value, unit, tolerance)
+    if own or any(states_value(claims[k].text, value, unit, tolerance)
+                  for k in (i - 1, i + 1, i - 2, i + 2) if 0 <= k < len(claims)):
+        return PointVerdict(index, "covered", claims[i].text, "", sim)
+    if own is False:
         return PointVerdict(index, "contradicted", claims[i].text,
                             "The point is made with a figure that is not this variant's: check "
                             "the number against your own calculation.", sim)
