@@ -110,8 +110,8 @@ def groups() -> dict[str, int]:
 def _gpu_cards(g: GPU) -> list[Card]:
     group = f"GPU: {g.name}"
 
-    def card(figure: str, key: str, question: str, answer: Quantity, tolerance: float = 0.02,
-             reason: str = _QUOTED) -> Card:
+    def card(figure: str, key: str, question: str, answer: Quantity,
+             tolerance: float = DEFAULT_TOLERANCE, reason: str = _QUOTED) -> Card:
         return Card(_card_id("gpu", g.name, key), group, f"{g.name}: {question}", answer,
                     tolerance, reason, _cite(g.sources, (figure,)))
 
@@ -270,8 +270,9 @@ def _card_id(kind: str, name: str, figure: str) -> str:
 
 
 def _format(value: float, exact: bool) -> str:
-    """A figure as people write it: whole numbers with thousands commas, others to 4 figures."""
-    if value == int(value) and (exact or abs(value) < 1e15):
+    """A figure as people write it: whole numbers with thousands commas, others to 4 figures
+    (every digit for an exact card, whose answer must be typed in full)."""
+    if value == int(value):
         return f"{int(value):,}"
     if exact:
         return repr(float(value))
