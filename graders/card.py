@@ -9,7 +9,8 @@ Two readings are the card's own, because the question sets them:
   * a card whose answer counts in billions (`Quantity(70.55, "billion")`) is graded as a plain
     count, and a bare number is read in billions, as the question says ("70.6" = 70.6 billion;
     "70.6 billion", "70.6G" and "70,553,706,496 parameters" are read as written);
-  * a figure per token may say so: "320 KiB/token" and "320 KiB per token" are "320 KiB".
+  * a figure per token may say so: "320 KiB/token", "320 KiB/tok" and "320 KiB per token" are
+    "320 KiB".
 After grading, the feedback cites the card's sources (and formula, for a derived card).
 """
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _without_per(text: str, per: str) -> str:
     """ "320 KiB/token" -> "320 KiB" for a card whose figure is per `per` (nothing else changes)."""
     if not per:
         return text
-    pattern = rf"\s*(?:/|\bper\s+)\s*{re.escape(per)}s?\s*$"
+    # The word or its three-letter short form, as the site writes rates ("tok/s").
+    pattern = rf"\s*(?:/|\bper\s+)\s*(?:{re.escape(per)}|{re.escape(per[:3])})s?\s*$"
     return re.sub(pattern, "", text, flags=re.IGNORECASE)
 
 
