@@ -69,7 +69,7 @@ def unusable(value: float) -> bool:
 
 
 class Slips:
-    """Collects the slips of number parts into `mistakes`: `add(part, value, feedback, name)`
+    """Collects the slips of number parts into `mistakes`: `add(part, value, feedback, name, kind)`
     skips a value that `accept` puts within the part's tolerance of the reference (the grader
     would take it as right) and merges a value that `merge` puts within tolerance of an earlier
     slip of the same part into that entry, whose feedback then names both.
@@ -101,7 +101,7 @@ class Slips:
         ref = self.solved[part]
         return float(ref.value if isinstance(ref, Quantity) else ref)
 
-    def add(self, part: str, value: Any, feedback: str, name: str) -> None:
+    def add(self, part: str, value: Any, feedback: str, name: str, kind: str = "") -> None:
         ref = self.reference(part)
         tol = self.tolerance[part]
         if (self.skip is not None and self.skip(value)) \
@@ -114,6 +114,12 @@ class Slips:
                 # Two slips on one number: the number alone cannot say which was made.
                 if not self.drop:
                     out[i] = Mistake(part, old.answer, coinciding(old.feedback, feedback),
-                                     old.name)
+                                     old.name, join_kinds(old.kind, kind))
                 return
-        out.append(Mistake(part, float(value) if self.as_float else value, feedback, name))
+        out.append(Mistake(part, float(value) if self.as_float else value, feedback, name, kind))
+
+
+def join_kinds(*kinds: str) -> str:
+    """The kind of an entry that stands for several coinciding slips: each kind once, in order,
+    joined by "|" (what `Mistake.kinds` splits), so none is lost when the feedback is merged."""
+    return "|".join(dict.fromkeys(k for kind in kinds for k in kind.split("|") if k))

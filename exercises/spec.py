@@ -111,6 +111,16 @@ class Mistake:
     answer: Any
     feedback: str
     name: str = ""
+    # What sort of slip it is, an id of `exercises.mistake_kinds.KINDS` (gb_vs_gib, k_without_v,
+    # ...), so a student's slips can be counted across exercises. Required: the registry refuses
+    # a mistake without a known kind. Slips that coincide on one value keep every kind, joined
+    # by "|" (see `kinds`).
+    kind: str = ""
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kind ids this entry stands for (several only for coinciding slips)."""
+        return tuple(k for k in self.kind.split("|") if k)
 
 
 @dataclass(frozen=True)

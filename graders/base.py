@@ -38,6 +38,9 @@ class GradeResult:
     # How the grader read the answer (a LaTeX echo of a formula, "2.7 GB", ...).
     echo: str = ""
     mistake: str = ""  # name of the known mistake the answer matched, if any
+    # The kinds (exercises.mistake_kinds) of the slip the answer showed: the matched mistakes'
+    # kinds, or a number detector's (a GiB read as GB is gb_vs_gib, listed or not); () for none.
+    kinds: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
@@ -52,6 +55,7 @@ class GradeResult:
             ],
             "echo": self.echo,
             "mistake": self.mistake,
+            "kinds": list(self.kinds),
             **({"extra": self.extra} if self.extra else {}),
         }
 
@@ -67,6 +71,8 @@ class GradeResult:
             ),
             echo=data.get("echo", ""),
             mistake=data.get("mistake", ""),
+            # Results stored before kinds existed have none.
+            kinds=tuple(data.get("kinds", ())),
             extra=data.get("extra", {}),
         )
 

@@ -50,18 +50,20 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     verdict = _verdict(score)
     feedback = "Correct." if verdict == "correct" else summary
     mistake_name = ""
+    kinds: tuple[str, ...] = ()
     if verdict != "correct":
         mistake = next((m for m in ctx.mistakes if _equals(part, m.answer, picked)), None)
         if mistake is not None:
             # Feedback only: scoring a listed set differently from the same set unlisted would
             # let the list of mistakes make the score go backwards (see the module docstring).
             mistake_name = mistake.name or "mistake"
+            kinds = mistake.kinds
             # The tally stays beside it for multi and ranking: it says where the score came from.
             tally = summary if (part.multi or part.type == "ranking") else ""
             feedback = f"{mistake.feedback} {tally}".strip()
     joiner = " > " if part.type == "ranking" else ", "
     echo = joiner.join(_label(part, i) for i in picked)
-    return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake_name,
+    return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake_name, kinds=kinds,
                        extra={"answer": list(picked)})
 
 

@@ -52,7 +52,7 @@ from typing import Literal
 
 import sympy
 
-from exercises.spec import PartSpec, SymbolKind
+from exercises.spec import Mistake, PartSpec, SymbolKind
 from graders.base import GradeContext, GradeResult, InvalidAnswer, read_input
 from graders.formula import MAX_CHARS, Formula, parse_formula
 
@@ -373,15 +373,18 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     echo = answer.latex
 
     def result(score: float, verdict: Literal["correct", "incorrect", "error"], feedback: str,
-               mistake: str = "", **extra: object) -> GradeResult:
-        return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake, extra=dict(extra))
+               mistake: Mistake | None = None, **extra: object) -> GradeResult:
+        if mistake is None:
+            return GradeResult(score, verdict, feedback, echo=echo, extra=dict(extra))
+        return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake.name or "mistake",
+                           kinds=mistake.kinds, extra=dict(extra))
 
     # Structurally identical after sympy's canonical ordering: no need for a child process.
     if answer.expr == reference.expr:
         return result(1.0, "correct", "Correct.")
     for mistake, formula in mistakes:
         if answer.expr == formula.expr:
-            return result(0.0, "incorrect", mistake.feedback, mistake.name or "mistake")
+            return result(0.0, "incorrect", mistake.feedback, mistake)
 
     decisions = compare(answer.expr, [reference.expr] + [f.expr for _, f in mistakes],
                         symbols=part.symbols, kinds=dict(part.symbol_kinds),
@@ -398,7 +401,7 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         return result(1.0, "correct", "Correct.")
     for (mistake, _), decision in zip(mistakes, decisions[1:], strict=True):
         if decision == "equal":
-            return result(0.0, "incorrect", mistake.feedback, mistake.name or "mistake")
+            return result(0.0, "incorrect", mistake.feedback, mistake)
     return result(0.0, "incorrect", _not_equivalent(answer, reference))
 
 

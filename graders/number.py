@@ -47,6 +47,10 @@ same-sign values exactly as |ln(x/v)| does and stays defined at zero and across 
   incorrect 0.0  "Close, but outside the tolerance: check the rounding" when x is within 3× the
                  tolerance and no candidate is nearer to x than the reference; otherwise
                  "Not the expected value."
+Kinds. A named slip reports its kind(s) in `GradeResult.kinds` (exercises.mistake_kinds): an
+authored mistake its own (every one of a group), a detector its fixed one: gb_vs_gib for the
+GB/GiB swap; unit_slip for percent/fraction, the wrong unit and a power of ten; miscounted_term for
+a factor of 2; bits_vs_bytes for a factor of 8. An answer that names no slip has no kind.
 """
 from __future__ import annotations
 
@@ -356,6 +360,7 @@ class _Slip:
     name: str = ""  # an authored mistake's name; "" for a detector
     authored: bool = False
     rank: int = 0  # among coinciding detectors, the lower rank speaks
+    kind: str = ""  # exercises.mistake_kinds id(s), "|"-joined for an entry of coinciding slips
 
 
 # --- grading --------------------------------------------------------------------------------
@@ -378,8 +383,10 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     echo = _echo(got, x, target, sig)
     extra = {"value": x, "unit": target.text}
 
-    def result(score: float, verdict: Verdict, feedback: str, mistake: str = "") -> GradeResult:
-        return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake, extra=extra)
+    def result(score: float, verdict: Verdict, feedback: str, mistake: str = "",
+               kinds: tuple[str, ...] = ()) -> GradeResult:
+        return GradeResult(score, verdict, feedback, echo=echo, mistake=mistake, kinds=kinds,
+                           extra=extra)
 
     if tol.matches(x, ref) or is_rounding_of(part, x, ref):
         return result(1.0, "correct", f"Correct: {_with_unit(format_value(ref, sig), target)}.")
@@ -389,10 +396,11 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
         authored = [s for s in group if s.authored]
         if authored:
             return result(0.0, "incorrect", _mistake_feedback(authored),
-                          "|".join(dict.fromkeys(s.name or "mistake" for s in authored)))
+                          "|".join(dict.fromkeys(s.name or "mistake" for s in authored)),
+                          _kinds(authored))
         speaker = min(group, key=lambda s: s.rank)
         verdict: Verdict = "partial" if speaker.score > 0 else "incorrect"
-        return result(speaker.score, verdict, speaker.feedback)
+        return result(speaker.score, verdict, speaker.feedback, kinds=_kinds([speaker]))
     d_ref = distance(x, ref, tol.abs)
     nearer = any(distance(x, s.value, tol.abs) < d_ref for s in slips)
     if not nearer and _is_close(x, ref, tol):
@@ -417,6 +425,11 @@ def _named_slips(x: float, ref: float, slips: list[_Slip], tol: Tolerance) -> li
     return sorted(group, key=lambda s: dist[id(s)])
 
 
+def _kinds(slips: list[_Slip]) -> tuple[str, ...]:
+    """Every kind the named slips stand for, each once, in order."""
+    return tuple(dict.fromkeys(k for s in slips for k in s.kind.split("|") if k))
+
+
 def _mistake_feedback(authored: list[_Slip]) -> str:
     """One authored mistake's feedback, or one message for several that asserts none of them."""
     texts = [text for s in authored for text in slips_in(s.feedback)]
@@ -428,7 +441,8 @@ def _authored(mistakes: tuple[Mistake, ...] | list[Mistake], target: ParsedUnit)
     for mistake in mistakes:
         value = _mistake_value(mistake, target)
         if value is not None and math.isfinite(value):
-            out.append(_Slip(value, mistake.feedback, 0.0, mistake.name or "mistake", True))
+            out.append(_Slip(value, mistake.feedback, 0.0, mistake.name or "mistake", True,
+                             kind=mistake.kind))
     return out
 
 
@@ -483,11 +497,15 @@ def _detectors(got: ReadNumber, x: float, ref: float, target: ParsedUnit) -> lis
     ]
     if ref != 0:
         out += [
-            _Slip(2 * ref, "Off by a factor of 2: your answer is twice the expected value.", rank=4),
-            _Slip(ref / 2, "Off by a factor of 2: your answer is half the expected value.", rank=4),
+            # A bare factor of 2 is a term counted twice or half of one left out.
+            _Slip(2 * ref, "Off by a factor of 2: your answer is twice the expected value.", rank=4,
+                  kind="miscounted_term"),
+            _Slip(ref / 2, "Off by a factor of 2: your answer is half the expected value.", rank=4,
+                  kind="miscounted_term"),
         ]
         if has_information(target):
-            out += [_Slip(v, "Off by a factor of 8: bits vs bytes?", rank=5) for v in (8 * ref, ref / 8)]
+            out += [_Slip(v, "Off by a factor of 8: bits vs bytes?", rank=5, kind="bits_vs_bytes")
+                    for v in (8 * ref, ref / 8)]
     # A "slip" at the reference's own value is no slip (e.g. a unit whose factor is 1).
     return [s for s in out if s.value != ref and math.isfinite(s.value)]
 
@@ -507,7 +525,7 @@ def _binary_prefix_slip(got: ReadNumber, ref: float, target: ParsedUnit) -> list
         f"{decimal.text} vs {binary.text}: {number} is the figure in {other.text}, but {wrote}. "
         + _prefixes_explained(decimal, binary)
     )
-    return [_Slip(value, feedback, PARTIAL, rank=0)]
+    return [_Slip(value, feedback, PARTIAL, rank=0, kind="gb_vs_gib")]
 
 
 def _prefixes_explained(decimal: ParsedUnit, binary: ParsedUnit) -> str:
@@ -531,13 +549,13 @@ def _percent_slip(got: ReadNumber, ref: float, target: ParsedUnit) -> list[_Slip
     scale = conversion_factor(target, parse_unit(""))
     if math.isclose(scale, 0.01):
         feedback = f"This part wants a percentage: did you mean {format_value(got.value * 100, 4)} %?"
-        return [_Slip(ref / 100, feedback, PARTIAL, rank=1)]
+        return [_Slip(ref / 100, feedback, PARTIAL, rank=1, kind="unit_slip")]
     if math.isclose(scale, 1.0):
         feedback = (
             f"This part wants a fraction: did you mean {format_value(got.value / 100, 4)} "
             f"(= {format_value(got.value, 4)} %)? You can also type the % sign."
         )
-        return [_Slip(ref * 100, feedback, PARTIAL, rank=1)]
+        return [_Slip(ref * 100, feedback, PARTIAL, rank=1, kind="unit_slip")]
     return []
 
 
@@ -552,7 +570,7 @@ def _unit_slip(got: ReadNumber, ref: float, target: ParsedUnit) -> list[_Slip]:
         f"{format_value(got.value, 4)} is the right number in {target.text}, "
         f"but you wrote {got.unit.text}: check the unit."
     )
-    return [_Slip(ref * factor, feedback, PARTIAL, rank=2)]
+    return [_Slip(ref * factor, feedback, PARTIAL, rank=2, kind="unit_slip")]
 
 
 def _power_of_ten_slip(x: float, ref: float, target: ParsedUnit) -> list[_Slip]:
@@ -564,7 +582,7 @@ def _power_of_ten_slip(x: float, ref: float, target: ParsedUnit) -> list[_Slip]:
     size = "too large" if k > 0 else "too small"
     advice = "" if target.is_dimensionless else " Check the unit and its prefix (k, M, G, T)."
     feedback = f"Right digits, wrong power of ten: your answer is 10^{abs(k)} times {size}.{advice}"
-    return [_Slip(ref * 10.0**k, feedback, PARTIAL, rank=3)]
+    return [_Slip(ref * 10.0**k, feedback, PARTIAL, rank=3, kind="unit_slip")]
 
 
 def _is_close(x: float, ref: float, tol: Tolerance) -> bool:

@@ -29,10 +29,11 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     gb = solve(p)["bytes_per_token"].value
     found = [
         Mistake("bytes_per_token", gb * 1e9 / 2**30, "That is GiB; the part asks for GB (10^9 B).",
-                "gib"),
+                "gib", kind="gb_vs_gib"),
     ]
     # A mistake must differ from the answer: at 1 byte per parameter the count is the bytes.
     if p["bytes_per_param"] != 1:
         found.append(Mistake("bytes_per_token", gb / p["bytes_per_param"],
-                             "You counted parameters, not bytes.", "params_not_bytes"))
+                             "You counted parameters, not bytes.", "params_not_bytes",
+                             kind="wrong_precision"))
     return found

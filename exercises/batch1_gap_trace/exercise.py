@@ -451,62 +451,68 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("floor_ms", s["floor_emb_ms"],
         "You counted the input embedding table. A decode step looks up one row of it, so its "
         f"{s['embedding_params']:,} parameters are not streamed; only the LM head reads a "
-        "vocabulary-sized matrix.", "embedding")
+        "vocabulary-sized matrix.", "embedding", kind="miscounted_term")
     add("floor_ms", 2 * floor,
         "Twice the reference: the weights and the cache are BF16, 2 bytes per value, not 4.",
-        "fp32")
+        "fp32", kind="wrong_precision")
     add("floor_ms", s["weight_gb"] * 1e9 / (s["hbm_tbps"] * 1e12) * 1e3,
         f"You left out the KV cache: attention reads {p['context']:,} tokens of K and V in every "
-        "layer.", "no_kv")
+        "layer.", "no_kv", kind="miscounted_term")
     add("floor_ms", floor / (p["eff_pct"] / 100),
         f"You ran the floor at {p['eff_pct']} % of peak. The floor is the ideal: bytes over the "
-        "full bandwidth; the shortfall is part of the gap you are explaining.", "efficiency")
+        "full bandwidth; the shortfall is part of the gap you are explaining.", "efficiency",
+        kind="peak_vs_achievable")
 
     period = s["period_ms"]
     add("gap_ms", period,
-        "That is the whole step time. The gap is the step time minus the floor.", "period")
+        "That is the whole step time. The gap is the step time minus the floor.", "period",
+        kind="wrong_scope")
     add("gap_ms", s["busy_ms"] - floor,
         "You used the GPU's busy time (the kernel durations added up) as the step time. The idle "
-        "stretches between kernels and between steps are part of the step too.", "busy")
+        "stretches between kernels and between steps are part of the step too.", "busy",
+        kind="misread_mechanism")
     add("gap_ms", period - s["floor_emb_ms"],
-        "Your floor counts the input embedding table, which a step does not stream.", "embedding")
+        "Your floor counts the input embedding table, which a step does not stream.", "embedding",
+        kind="miscounted_term")
 
     bd = s["boundary_ms"].value
     add("boundary_ms", (p["sched_us"] + p["launch_us"]) / 1e3,
         "You measured the idle stretch before the first kernel of the trace. Between two steps "
         "the host also finishes the previous step (sync, detokenise) first; measure from the last "
-        "kernel of one step to the first kernel of the next.", "leading")
+        "kernel of one step to the first kernel of the next.", "leading", kind="misread_mechanism")
     add("boundary_ms", p["post_us"] / 1e3,
         "You measured the idle stretch after the last kernel of the trace. Between two steps the "
         "host also schedules the next one and launches its first kernel; measure from the last "
-        "kernel of one step to the first kernel of the next.", "trailing")
+        "kernel of one step to the first kernel of the next.", "trailing", kind="misread_mechanism")
     add("boundary_ms", bd * (p["steps"] - 1),
         f"You added up the boundaries of the whole trace. The part asks for one boundary; the "
-        f"trace has {p['steps'] - 1} between its {p['steps']} steps.", "summed")
+        f"trace has {p['steps'] - 1} between its {p['steps']} steps.", "summed", kind="wrong_scope")
 
     intra = s["launch_idle_ms"].value
     add("launch_idle_ms", intra + bd,
         "You included the step-boundary gap. Count only the gaps between kernels of the same "
-        "step.", "with_boundary")
+        "step.", "with_boundary", kind="miscounted_term")
     add("launch_idle_ms", intra * p["steps"],
         f"You added up all {p['steps']} steps of the trace. The part asks for one step.",
-        "summed")
+        "summed", kind="wrong_scope")
     add("launch_idle_ms", s["cpu_launch_ms"],
         "That is the host's launch time (the launch row of the CPU thread). The part asks how "
-        "long the GPU sat idle inside the step.", "cpu_time")
+        "long the GPU sat idle inside the step.", "cpu_time", kind="misread_mechanism")
 
     slow = s["slow_kernels_ms"].value
     add("slow_kernels_ms", s["weights_dur_ms"],
         "That is how long the weight-streaming kernels run in total. Subtract what their bytes "
-        "need at peak bandwidth; the excess is what they lose.", "duration")
+        "need at peak bandwidth; the excess is what they lose.", "duration", kind="miscounted_term")
     add("slow_kernels_ms", slow + s["small_kernels_ms"],
         "You took all kernels' time minus the floor, which includes the small kernels. Count "
-        "only the kernels that stream weights or KV (those with args.bytes).", "all_kernels")
+        "only the kernels that stream weights or KV (those with args.bytes).", "all_kernels",
+        kind="miscounted_term")
     add("slow_kernels_ms", slow - s["lm_excess_us"] / 1e3,
-        "You left out the LM head, the largest single kernel of the step.", "no_lm_head")
+        "You left out the LM head, the largest single kernel of the step.", "no_lm_head",
+        kind="miscounted_term")
     add("slow_kernels_ms", slow - s["attn_excess_ms"],
         "You left out the attention kernels: they stream the KV cache and carry args.bytes too.",
-        "no_attention")
+        "no_attention", kind="miscounted_term")
 
     folklore = ["slow_kernels", "small_kernels", "launch_idle", "boundary"]
     if folklore != s["suspects"]:
@@ -515,7 +521,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             # The measured times are not printed: three of them are parts 3-5's answers.
             "That is the order you would guess if the GPU were the problem. Rank by what you "
             "measured in the trace: parts 3 to 5 measure three of the four suspects.",
-            "gpu_first"))
+            "gpu_first", kind="misread_mechanism"))
     return out
 
 

@@ -268,47 +268,54 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         f"That shares block {s['last']} ({same}) because its tokens match. Its KV was computed "
         f"after {s['b_diff_chunk']} in C but after {s['a_diff_chunk']} in A, so the keys and "
         "values differ; the chained hash (and the parent check) stop the match at the first "
-        "different block.", "token_match")
+        "different block.", "token_match", kind="misread_mechanism")
     add("shared_tokens", s["shared_tokens"].value + B,
         f"One block too many: block {p['shared']} differs, and the walk stops at the first "
-        "miss.", "off_by_one")
+        "miss.", "off_by_one", kind="rounding")
     add("shared_tokens", s["shared_tokens"].value / B,
-        f"That counts blocks. The part asks for tokens: each block is {B} tokens.", "blocks")
+        f"That counts blocks. The part asks for tokens: each block is {B} tokens.", "blocks",
+        kind="unit_slip")
     add("shared_tokens", run_trace(p, "evict_at_free")["shared_tokens"],
         "A's freed blocks are still cached: a freed block keeps its entry until the free queue "
-        "hands it out again.", "evict_at_free")
+        "hands it out again.", "evict_at_free", kind="misread_mechanism")
     add("a_after_w", s["fwd_after_w"],
         "That is what a first-block-first free gives: A's head reaches the queue head first and "
         "is evicted, stranding the rest. The pool frees last block first, so W takes A's tail.",
-        "forward_free")
+        "forward_free", kind="misread_mechanism")
     add("a_after_w", s["a_before_w"],
         "That is A's hit before W. W's blocks come from the free queue head, and some of them "
-        "were A's cached blocks.", "ignored_w")
+        "were A's cached blocks.", "ignored_w", kind="misread_mechanism")
     add("a_after_w", s["a_after_w"].value / B,
-        f"That counts blocks. The part asks for tokens: each block is {B} tokens.", "blocks")
+        f"That counts blocks. The part asks for tokens: each block is {B} tokens.", "blocks",
+        kind="unit_slip")
     add("a_after_w", run_trace(p, "evict_at_free")["a_after_w"],
-        "Freed blocks stay cached until they are popped; only W's pops evict.", "evict_at_free")
+        "Freed blocks stay cached until they are popped; only W's pops evict.", "evict_at_free",
+        kind="misread_mechanism")
     b2 = p["reg_block"]
     add("regression_hit", s["reg_id_only"],
         "That accepts block 1 because its recorded parent id is block 0. But block 0 was "
         "reused by X after A freed it: block 1's KV was computed after A's first block, not "
-        "after X's. The parent's generation changed; the id did not.", "id_only")
+        "after X's. The parent's generation changed; the id did not.", "id_only",
+        kind="misread_mechanism")
     add("regression_hit", 0,
         f"Block 0 verifies: X's block 0 holds exactly {s['reg_x']} with no parent, and a "
-        "collision only means more candidates to check, not a miss.", "collision_is_miss")
+        "collision only means more candidates to check, not a miss.", "collision_is_miss",
+        kind="misread_mechanism")
     add("regression_hit", 2 * b2 + 1,
         f"At most floor(({s['reg_n']} − 1)/{b2}) whole blocks can hit, and cached tokens are "
-        "whole blocks.", "all_tokens")
+        "whole blocks.", "all_tokens", kind="rounding")
     choice = [
         Mistake("parent_identity", ["parent_hash"],
                 "A parent's hash is exactly what a collision fakes: two different parents with "
-                "the same hash both pass.", "parent_hash"),
+                "the same hash both pass.", "parent_hash", kind="misread_mechanism"),
         Mistake("parent_identity", ["parent_id"],
                 "The id alone fails once a parent is reused while its child is still cached, "
-                "which a first-block-first free allows (the regression).", "parent_id"),
+                "which a first-block-first free allows (the regression).", "parent_id",
+                kind="misread_mechanism"),
         Mistake("parent_identity", ["sha256_only"],
                 "SHA-256 makes a collision negligible, not impossible, and the pool must also be "
-                "correct under the weak hashes the grader uses.", "sha256_only"),
+                "correct under the weak hashes the grader uses.", "sha256_only",
+                kind="misread_mechanism"),
     ]
     return out + choice
 

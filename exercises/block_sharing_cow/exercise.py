@@ -269,26 +269,29 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     out: list[Mistake] = [
         Mistake("saving_formula", "P/(P+O)",
                 "That is the prompt's share of one sample. With n samples one prompt copy is "
-                "kept and n − 1 are saved, out of n whole sequences.", "prompt_share"),
+                "kept and n − 1 are saved, out of n whole sequences.", "prompt_share",
+                kind="wrong_scope"),
         Mistake("saving_formula", "(n-1)/n",
                 "That assumes everything is shared. Each sample's output is private, so the "
-                "saving is only the duplicated prompts: (n − 1)P out of n(P + O).", "all_shared"),
+                "saving is only the duplicated prompts: (n − 1)P out of n(P + O).", "all_shared",
+                kind="misread_mechanism"),
         Mistake("saving_formula", "(n-1)*P/(P+n*O)",
                 "You divided by the shared total, P + nO. The saving is a share of what the "
-                "samples would take without sharing, n(P + O).", "over_shared"),
+                "samples would take without sharing, n(P + O).", "over_shared", kind="inverted"),
         Mistake("saving_formula", "(n-1)*P/(n*P+O)",
                 "Each of the n samples generates its own O tokens: without sharing the total is "
-                "n(P + O), not nP + O.", "one_output"),
+                "n(P + O), not nP + O.", "one_output", kind="miscounted_term"),
         Mistake("when_copy", "at_fork",
                 "Copying at fork time would throw the sharing away. The copy is lazy: it happens "
-                "only when a sample writes into a block someone else still holds.", "at_fork"),
+                "only when a sample writes into a block someone else still holds.", "at_fork",
+                kind="misread_mechanism"),
         Mistake("when_copy", "aligned",
                 "Backwards: an aligned prompt has no partly filled block, so no sample ever "
-                "writes into a shared block and no copy fires.", "aligned"),
+                "writes into a shared block and no copy fires.", "aligned", kind="inverted"),
         Mistake("when_copy", "every_step",
                 "Full blocks are never written again, so they stay shared until the samples "
                 "finish. Only the partial last prompt block is written, once, on the first "
-                "decode step.", "every_step"),
+                "decode step.", "every_step", kind="misread_mechanism"),
     ]
 
     add = Slips(s, TOLERANCE, out, merge=near, skip=negative).add
@@ -297,71 +300,73 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     b = s["blocks_shared"].value
     add("blocks_no_share", ceil_div(n * (prompt + output), block),
         "You pooled all samples' tokens and then rounded up once. Each sample has its own blocks, "
-        "so round up per sample, then multiply by n.", "pooled")
+        "so round up per sample, then multiply by n.", "pooled", kind="rounding")
     add("blocks_no_share", s["per_sample_blocks"],
         f"That is one sample. Without sharing, each of the {n} samples holds its own copy.",
-        "one_sample")
+        "one_sample", kind="wrong_scope")
     add("blocks_no_share", n * ceil_div(prompt, block),
         "You left out the generated tokens: each sample's KV grows by its output too.",
-        "prompt_only")
+        "prompt_only", kind="miscounted_term")
     add("blocks_no_share", n * (prompt // block + ceil_div(output, block)),
         "You put the output in fresh blocks after the prompt's. Prompt and output are one "
         "sequence: the output continues in the prompt's last, partly filled block.",
-        "separate_output")
+        "separate_output", kind="rounding")
 
     add("blocks_shared", -(-prompt // block) + n * ceil_div(output, block),
         "You kept the partly filled prompt block shared and started each sample's output in "
         "fresh blocks. Each sample's first token goes into that block, so each needs its own "
-        "copy of it, and its output continues there.", "partial_shared")
+        "copy of it, and its output continues there.", "partial_shared", kind="rounding")
     add("blocks_shared", -(-prompt // block) + n * s["own_blocks"],
         "You counted the partly filled prompt block once as shared and again in every sample. "
-        "After the copies it belongs to the samples only.", "partial_twice")
+        "After the copies it belongs to the samples only.", "partial_twice", kind="miscounted_term")
     add("blocks_shared", ceil_div(prompt + n * output, block),
         "That shares at token level across samples. Blocks belong to one sample once it writes "
-        "into them: count full prompt blocks once, then each sample's own blocks.", "token_level")
+        "into them: count full prompt blocks once, then each sample's own blocks.", "token_level",
+        kind="rounding")
     add("blocks_shared", n * s["own_blocks"],
         "You left out the shared prompt blocks: they are held once, but they are held.",
-        "no_prompt")
+        "no_prompt", kind="miscounted_term")
     add("blocks_shared", a - b,
         "That is the number of blocks sharing saves. The part asks how many blocks are held "
-        "with sharing.", "saved")
+        "with sharing.", "saved", kind="wrong_scope")
 
     if s["aligned"]:
         add("cow_copies", n - 1,
             f"{prompt:,} is a whole number of {block}-token blocks: the last prompt block is full, "
             "so every sample's first token opens a fresh private block and nothing is copied.",
-            "aligned_copies")
+            "aligned_copies", kind="rounding")
         add("cow_copies", n,
             "No copy fires: the prompt fills its blocks exactly, so no sample ever writes into a "
-            "shared block.", "aligned_n")
+            "shared block.", "aligned_n", kind="rounding")
     else:
         add("cow_copies", n,
             "The last sample to write finds the block's reference count down to 1 and writes in "
-            f"place: {n - 1} copies, not {n}.", "n_copies")
+            f"place: {n - 1} copies, not {n}.", "n_copies", kind="rounding")
         add("cow_copies", 0,
             f"{prompt:,} = {s['full_prompt_blocks']} × {block} + {s['rem']}: the last prompt block "
-            "is partly full and shared, and the first decode step writes into it.", "no_copies")
+            "is partly full and shared, and the first decode step writes into it.", "no_copies",
+            kind="rounding")
         add("cow_copies", (n - 1) * s["full_prompt_blocks"],
             "Full blocks are never written again, so they are never copied. Only the partly "
-            "filled last block is.", "all_blocks")
+            "filled last block is.", "all_blocks", kind="misread_mechanism")
 
     ra, rb = s["r_no_share"], s["r_shared"]
     add("reasoning_saving", s["r_saving_cont_pct"],
         "That is the continuous estimate from the formula. Counted in whole blocks the saving "
         "is smaller: only the full prompt blocks are shared, and each sample still holds its "
-        "own copy of the partial one.", "continuous")
+        "own copy of the partial one.", "continuous", kind="rounding")
     add("reasoning_saving", (ra - rb) / rb * 100,
         "You divided the blocks saved by the blocks held with sharing. The saving is a share "
-        "of the blocks needed without sharing.", "over_shared")
+        "of the blocks needed without sharing.", "over_shared", kind="inverted")
     add("reasoning_saving", rb / ra * 100,
         "That is the share of blocks still needed with sharing. The saving is one minus it.",
-        "remaining")
+        "remaining", kind="inverted")
     add("reasoning_saving", (n - 1) / n * 100,
         "That assumes everything is shared. Here the outputs are private and dwarf the prompt.",
-        "all_shared")
+        "all_shared", kind="misread_mechanism")
     add("reasoning_saving", s["saving_pct"],
         "That is the saving for the chat workload. The part asks about the reasoning one.",
-        "wrong_workload")
+        "wrong_workload", kind="wrong_scope")
     return out
 
 

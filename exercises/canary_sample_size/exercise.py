@@ -207,69 +207,82 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     two_sided = ("That is a two-sided test (z_{1-α/2}). A canary only asks whether things got "
                  "worse, so the test is one-sided: z_{1-α}.")
     n = s["n_errors"].value
-    add("n_errors", math.ceil(_two_arm(p0, p1, z_a2, z_b)), two_sided, "two_sided")
+    add("n_errors", math.ceil(_two_arm(p0, p1, z_a2, z_b)), two_sided, "two_sided",
+        kind="mean_vs_tail")
     add("n_errors", s["n_known"].value,
         "That is the known-baseline formula. Here the control is a sample too, so its noise "
-        "counts: use the two-arm formula with the pooled variance under H0.", "known_baseline")
-    add("n_errors", 2 * n, "That is both arms together. The part asks for each arm.", "both_arms")
+        "counts: use the two-arm formula with the pooled variance under H0.", "known_baseline",
+        kind="mean_vs_tail")
+    add("n_errors", 2 * n, "That is both arms together. The part asks for each arm.", "both_arms",
+        kind="wrong_scope")
     add("n_errors", math.ceil(_two_arm(p0, p1, z_a, z_b_half)),
-        "z for power is one-sided: z_{power} = z_{1-β}, not z_{1-β/2}.", "power_half")
+        "z for power is one-sided: z_{power} = z_{1-β}, not z_{1-β/2}.", "power_half",
+        kind="mean_vs_tail")
     add("n_errors", math.ceil(_two_arm(p0, p1, z_a, -z_b)),
-        "z for power has the wrong sign: z_{1-β} is positive (0.84 at 80 % power).", "power_sign")
+        "z for power has the wrong sign: z_{1-β} is positive (0.84 at 80 % power).", "power_sign",
+        kind="mean_vs_tail")
 
     nk = s["n_known"].value
     add("n_known", n,
         "That is the two-arm count. With the baseline known exactly, only the canary is sampled: "
-        "n = ((z_{1-α}·√(p0(1−p0)) + z_{1-β}·√(p1(1−p1))) / (p1 − p0))².", "two_arm")
-    add("n_known", math.ceil(_known(p0, p1, z_a2, z_b)), two_sided, "two_sided")
+        "n = ((z_{1-α}·√(p0(1−p0)) + z_{1-β}·√(p1(1−p1))) / (p1 − p0))².", "two_arm",
+        kind="mean_vs_tail")
+    add("n_known", math.ceil(_known(p0, p1, z_a2, z_b)), two_sided, "two_sided",
+        kind="mean_vs_tail")
     add("n_known", math.ceil(((z_a * s["sd_p1"] + z_b * s["sd_p0"]) / (p1 - p0)) ** 2),
         "The variances are swapped: under H0 (the z_{1-α} term) the rate is p0; under H1 (the "
-        "z_{1-β} term) it is p1.", "swapped")
+        "z_{1-β} term) it is p1.", "swapped", kind="mean_vs_tail")
     add("n_known", math.ceil(((z_a + z_b) * s["sd_p0"] / (p1 - p0)) ** 2),
         "Both terms use p0's variance. The power term is computed where the canary's rate is "
-        "p1, so it needs p1(1 − p1).", "p0_both")
+        "p1, so it needs p1(1 − p1).", "p0_both", kind="mean_vs_tail")
 
     nm = s["n_mean"].value
-    add("n_mean", math.ceil(_mean(shift, cv, z_a2, z_b)), two_sided, "two_sided")
+    add("n_mean", math.ceil(_mean(shift, cv, z_a2, z_b)), two_sided, "two_sided",
+        kind="mean_vs_tail")
     add("n_mean", math.ceil(_mean(shift, cv, z_a, z_b) / 2),
         "The factor 2 is missing: both arms are sampled, so the difference of two means has "
-        "twice the variance of one.", "one_arm")
+        "twice the variance of one.", "one_arm", kind="mean_vs_tail")
     add("n_mean", math.ceil(2 * (z_a + z_b) ** 2 * cv / shift**2),
         "The CV must be squared: the variance is (CV × mean)², so n grows with CV².",
-        "cv_not_squared")
-    add("n_mean", 2 * nm, "That is both arms together. The part asks for each arm.", "both_arms")
+        "cv_not_squared", kind="mean_vs_tail")
+    add("n_mean", 2 * nm, "That is both arms together. The part asks for each arm.", "both_arms",
+        kind="wrong_scope")
 
     t = s["minutes"].value
-    add("minutes", t * 60, "That is the time in seconds; the part asks for minutes.", "seconds")
+    add("minutes", t * 60, "That is the time in seconds; the part asks for minutes.", "seconds",
+        kind="unit_slip")
     add("minutes", n / p["fleet_rps"] / 60,
         f"That uses the whole fleet's rate. The canary gets only {p['canary_pct']:g} % of it.",
-        "whole_fleet")
+        "whole_fleet", kind="wrong_scope")
     add("minutes", t / p["tokens_per_req"],
         "That counts tokens as samples. The unit of the test is the request: a request's tokens "
-        "share its prompt, its batch and its GPU, so they are not independent.", "tokens")
+        "share its prompt, its batch and its GPU, so they are not independent.", "tokens",
+        kind="mean_vs_tail")
     add("minutes", 2 * t,
         "That waits for both arms' samples at the canary's rate. The control gets the other "
         f"{100 - p['canary_pct']:g} % of the traffic and fills its arm long before the canary.",
-        "both_arms")
+        "both_arms", kind="wrong_scope")
     add("minutes", nk / (p["fleet_rps"] * frac) / 60,
         "That collects the known-baseline sample. Part 1's two-arm count is the one to wait for.",
-        "known_n")
+        "known_n", kind="wrong_scope")
     add("minutes", t * 100,
         f"The canary share is {p['canary_pct']:g} %, i.e. {frac:g} of the traffic, not "
-        f"{p['canary_pct']:g}.", "percent")
+        f"{p['canary_pct']:g}.", "percent", kind="unit_slip")
 
     out += [
         Mistake("p99_method", "ttest",
                 "A mean test does not see the tail: the p99 can double while the mean barely "
                 "moves. Turn the p99 into a proportion, the share of requests above the control's "
-                "p99, and test that.", "ttest"),
+                "p99, and test that.", "ttest", kind="mean_vs_tail"),
         Mistake("p99_method", "p99_diff",
                 "A per-minute p99 from a few hundred requests rests on a handful of samples and "
                 "swings from minute to minute; comparing it over and over is peeking. Test the "
-                "share of requests above the control's p99 with a sized sample.", "p99_diff"),
+                "share of requests above the control's p99 with a sized sample.", "p99_diff",
+                kind="mean_vs_tail"),
         Mistake("p99_method", "tokens",
                 "Tokens of one request are not independent samples (same prompt, batch and GPU), "
-                "and TTFT is one number per request anyway. The unit is the request.", "tokens"),
+                "and TTFT is one number per request anyway. The unit is the request.", "tokens",
+                kind="mean_vs_tail"),
     ]
     return out
 

@@ -267,18 +267,21 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     if p["precision"] == "FP8":
         add("prefill_capacity", cp / 2,
             "The weights and activations are FP8, so the GEMMs run at the FP8 rate; you used "
-            "BF16.", "bf16_rate")
+            "BF16.", "bf16_rate", kind="wrong_precision")
     else:
         add("prefill_capacity", cp * 2,
             "The weights are BF16, so the GEMMs run at the BF16 rate; you used FP8 (or a sparse "
-            "figure).", "fp8_rate")
+            "figure).", "fp8_rate", kind="wrong_precision")
     add("prefill_capacity", cp / mfu,
-        f"You ran prefill at 100 % of peak; the stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"You ran prefill at 100 % of peak; the stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
     add("prefill_capacity", cp / 3,
-        "6P per token is the training rule. Prefill is a forward pass: 2P.", "training")
+        "6P per token is the training rule. Prefill is a forward pass: 2P.", "training",
+        kind="flop_counting")
     if n > 1:
         add("prefill_capacity", cp / n,
-            f"That is one GPU. The replica's {n} GPUs share every prompt.", "one_gpu")
+            f"That is one GPU. The replica's {n} GPUs share every prompt.", "one_gpu",
+            kind="forgot_tp")
 
     # -- decode capacity --------------------------------------------------------------------------
     cd = s["decode_capacity"].value
@@ -286,70 +289,77 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     batch = s["batch"]
     add("decode_capacity", cd / p["hbm_eff"],
         f"You streamed at the peak {s['hbm_tbps']:g} TB/s; a step achieves "
-        f"{s['hbm_eff_pct']:.0f} % of it.", "peak_hbm")
+        f"{s['hbm_eff_pct']:.0f} % of it.", "peak_hbm", kind="peak_vs_achievable")
     add("decode_capacity", batch / (batch * s["avg_ctx"] * kappa / hbm),
         "You left the weights out of the step. Every step reads all of them once, whatever the "
-        "batch.", "no_weights")
+        "batch.", "no_weights", kind="miscounted_term")
     add("decode_capacity",
         batch / ((s["weights_gb"] * 1e9 + batch * (p["prompt"] + p["output"]) * kappa) / hbm),
         "You streamed each request's full prompt + output every step. On average a running "
-        "request is halfway through its reply: P + O/2 tokens of context.", "full_context")
+        "request is halfway through its reply: P + O/2 tokens of context.", "full_context",
+        kind="mean_vs_tail")
     half_batch = math.floor(s["pool_gb"] * 1e9 / (s["avg_ctx"] * kappa))
     add("decode_capacity",
         half_batch / ((s["weights_gb"] * 1e9 + half_batch * s["avg_ctx"] * kappa) / hbm),
         "You sized the batch by the average context. Admission reserves KV for the prompt and "
-        "the whole output (P + O tokens) for as long as the request runs.", "avg_reservation")
+        "the whole output (P + O tokens) for as long as the request runs.", "avg_reservation",
+        kind="mean_vs_tail")
     add("decode_capacity", s["per_user_tps"],
         "That is one request's decode speed (1 / step time). The replica produces one token per "
-        "running request per step: batch / step.", "per_user")
+        "running request per step: batch / step.", "per_user", kind="wrong_scope")
     add("decode_capacity", batch / (p["tpot_ms"] / 1e3),
         f"You used the {p['tpot_ms']} ms TPOT target as the step time. The step is what the "
-        "bytes cost; the target is only the bound it must meet.", "tpot_as_step")
+        "bytes cost; the target is only the bound it must meet.", "tpot_as_step",
+        kind="misread_mechanism")
     if n > 1:
         add("decode_capacity", cd / n,
             f"That is one GPU's share. The batch runs on all {n} GPUs of the replica together.",
-            "per_gpu")
+            "per_gpu", kind="forgot_tp")
 
     # -- replicas ---------------------------------------------------------------------------------
     r = int(s["replicas"].value)
     rs_p, rs_d, rs = s["rs_prefill"], s["rs_decode"], s["rs_total"]
     add("replicas", math.ceil(rs),
         f"You left out the {s['ceiling_pct']:.0f} % utilisation ceiling: replicas run at most "
-        "that busy, so divide the replica-seconds by it.", "no_ceiling")
+        "that busy, so divide the replica-seconds by it.", "no_ceiling", kind="peak_vs_achievable")
     add("replicas", math.ceil(rs * ceiling),
         "You multiplied by the utilisation ceiling; divide by it. A replica may only be that "
-        "busy, so you need more of them, not fewer.", "times_ceiling")
+        "busy, so you need more of them, not fewer.", "times_ceiling", kind="inverted")
     add("replicas", math.ceil(rs_p / ceiling),
         "You sized for prefill alone. Each replica also spends time decoding: add the two "
-        "phases' replica-seconds.", "prefill_only")
+        "phases' replica-seconds.", "prefill_only", kind="miscounted_term")
     add("replicas", math.ceil(rs_d / ceiling),
         "You sized for decode alone. The prompt's prefill costs replica time too, here most of "
-        "it.", "decode_only")
+        "it.", "decode_only", kind="miscounted_term")
     add("replicas", math.ceil(rs_p / ceiling) + math.ceil(rs_d / ceiling),
         "You rounded each phase up separately, as if they ran on separate pools. Colocated "
-        "replicas serve both: add the replica-seconds, then round once.", "two_pools")
+        "replicas serve both: add the replica-seconds, then round once.", "two_pools",
+        kind="rounding")
     add("replicas", r - 1,
-        "One short: that count runs above the utilisation ceiling. Round up.", "round_down")
+        "One short: that count runs above the utilisation ceiling. Round up.", "round_down",
+        kind="rounding")
     if n > 1:
         add("replicas", r * n,
-            f"That is the number of GPUs. The part asks for replicas of {n} GPUs each.", "gpus")
+            f"That is the number of GPUs. The part asks for replicas of {n} GPUs each.", "gpus",
+            kind="forgot_tp")
 
     # -- share ------------------------------------------------------------------------------------
     share = s["prefill_share"].value
     add("prefill_share", 100 - share,
         "That is the decode share. The prefill share is prefill replica-seconds over the total.",
-        "decode_share")
+        "decode_share", kind="wrong_scope")
     add("prefill_share", s["token_share_pct"],
         "That is the prompt's share of the tokens. A prompt token is much cheaper than an output "
-        "token, so split the bill by replica-seconds, not tokens.", "token_share")
+        "token, so split the bill by replica-seconds, not tokens.", "token_share",
+        kind="misread_mechanism")
     add("prefill_share", math.ceil(rs_p / ceiling) / (math.ceil(rs_p / ceiling)
                                                      + math.ceil(rs_d / ceiling)) * 100,
         "You split by separately rounded replica counts. Split by the replica-seconds each phase "
-        "uses.", "rounded_pools")
+        "uses.", "rounded_pools", kind="rounding")
     add("prefill_share", rs_p / r * 100,
         "You divided prefill's replica-seconds by the whole fleet. The headroom under the ceiling "
         "belongs to neither phase: divide by the replica-seconds the two phases use together.",
-        "over_fleet")
+        "over_fleet", kind="wrong_scope")
 
     # -- prices -----------------------------------------------------------------------------------
     pin, pout = s["price_in"].value, s["price_out"].value
@@ -357,37 +367,41 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("price_in", s["full_in"],
         "You priced a prompt token at a fully busy replica. The fleet is paid for while it sits "
         "below the utilisation ceiling and above the rounded-up demand; the statement splits the "
-        "actual bill by replica-seconds.", "full_capacity")
+        "actual bill by replica-seconds.", "full_capacity", kind="peak_vs_achievable")
     add("price_in", blended,
         "That is the bill over all tokens, input and output alike. Split it by replica-seconds "
-        "first.", "blended")
+        "first.", "blended", kind="wrong_scope")
     add("price_in", s["bill_h"] / (s["prefill_demand"] * 3600) * 1e6,
         "You charged the whole bill to the prompt tokens. Only the prefill share of it is theirs.",
-        "whole_bill")
+        "whole_bill", kind="wrong_scope")
     add("price_in", pin / n,
-        f"You priced a replica-hour at one GPU's price; a replica is {n} GPUs.", "gpu_as_replica")
+        f"You priced a replica-hour at one GPU's price; a replica is {n} GPUs.", "gpu_as_replica",
+        kind="forgot_tp")
     add("price_out", s["full_out"],
         "You priced an output token at a fully busy replica. The statement splits the actual "
-        "bill, idle headroom included, by replica-seconds.", "full_capacity")
+        "bill, idle headroom included, by replica-seconds.", "full_capacity",
+        kind="peak_vs_achievable")
     add("price_out", blended,
         "That is the bill over all tokens, input and output alike. Split it by replica-seconds "
-        "first.", "blended")
+        "first.", "blended", kind="wrong_scope")
     add("price_out", s["bill_h"] / (s["decode_demand"] * 3600) * 1e6,
         "You charged the whole bill to the output tokens. Only the decode share of it is theirs.",
-        "whole_bill")
+        "whole_bill", kind="wrong_scope")
     add("price_out", pout / n,
-        f"You priced a replica-hour at one GPU's price; a replica is {n} GPUs.", "gpu_as_replica")
+        f"You priced a replica-hour at one GPU's price; a replica is {n} GPUs.", "gpu_as_replica",
+        kind="forgot_tp")
 
     # -- levers -----------------------------------------------------------------------------------
     wrong_side = list(DECODE_LEVERS if s["prefill_share"].value > 50 else PREFILL_LEVERS)
     out.append(Mistake(
         "levers", wrong_side,
         f"Those act on {s['smaller_side']}, the smaller share ({100 - share if share > 50 else share:.0f} %"
-        f" of the bill here). Attack {s['bigger_side']} first.", "wrong_side"))
+        f" of the bill here). Attack {s['bigger_side']} first.", "wrong_side",
+        kind="misread_mechanism"))
     out.append(Mistake(
         "levers", [*PREFILL_LEVERS, *DECODE_LEVERS],
         f"They all help, but not equally: only the ones acting on {s['bigger_side']} touch the "
-        "larger share of the bill.", "everything"))
+        "larger share of the bill.", "everything", kind="misread_mechanism"))
     return out
 
 

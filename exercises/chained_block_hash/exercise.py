@@ -260,49 +260,54 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("d_cached", k * B,
         f"That hits all {k} blocks. The last token must be computed to get the logits, so at "
         f"most floor(({k * B} − 1)/{B}) = {k - 1} blocks can hit, and the last block is "
-        "recomputed.", "no_cap")
+        "recomputed.", "no_cap", kind="rounding")
     add("d_cached", k * B - 1,
         "That caps tokens, not blocks. Computed tokens must stay block aligned, so the cap is "
         f"{B}·floor((n − 1)/{B}): the whole last block is recomputed, not just one token.",
-        "unaligned_cap")
+        "unaligned_cap", kind="rounding")
     add("d_cached", sims["evict_at_free"]["d_cached"],
         "Freed blocks keep their hashes and stay in the table until the free queue hands them "
-        "out again; A's blocks are still hittable.", "evict_at_free")
+        "out again; A's blocks are still hittable.", "evict_at_free", kind="misread_mechanism")
     add("d_cached", s["d_cached"].value / B,
-        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks")
+        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks",
+        kind="unit_slip")
     add("c_cached", sims["unchained_walk"]["c_cached"],
         "That matches blocks by their own tokens. A's later blocks have the same tokens, but "
         "their KV was computed after a different block, so their chained hashes differ and the "
-        "walk stops at the first miss.", "unchained")
+        "walk stops at the first miss.", "unchained", kind="misread_mechanism")
     add("c_cached", s["c_cached"].value + B,
         f"The changed token sits in block {p['changed_block']}, so that block is new too; only "
-        "the blocks before it hit.", "counts_changed_block")
+        "the blocks before it hit.", "counts_changed_block", kind="misread_mechanism")
     add("c_cached", s["c_cached"].value / B,
-        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks")
+        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks",
+        kind="unit_slip")
     add("g_evicted", p["g_blocks"],
         "Not every block G takes was cached: A's partial last block was never hashed, so "
-        "handing it out evicts nothing.", "counts_uncached")
+        "handing it out evicts nothing.", "counts_uncached", kind="misread_mechanism")
     add("g_evicted", s["g_hashes_lost"],
         "That counts hashes that disappear. D cached a second copy of A's last full block under "
-        "the same hash, and each copy G takes is its own eviction.", "hashes_not_blocks")
+        "the same hash, and each copy G takes is its own eviction.", "hashes_not_blocks",
+        kind="misread_mechanism")
     add("g_evicted", sims["forward_free"]["g_evicted"],
         "That is what freeing first block first would give. The blocks go to the queue tail "
-        "last block first, so tails sit nearer the head.", "forward_free")
+        "last block first, so tails sit nearer the head.", "forward_free", kind="misread_mechanism")
     add("g_evicted", sims["evict_at_free"]["g_evicted"],
         "Freed blocks are not evicted when they are freed: they keep their hashes in the "
-        "queue until they are popped, and popping a cached one is an eviction.", "evict_at_free")
+        "queue until they are popped, and popping a cached one is an eviction.", "evict_at_free",
+        kind="misread_mechanism")
     add("a_after", sims["forward_free"]["a_after"],
         "That is the head-first order: freeing first block first sends chain heads to the "
         "front of the queue and strands their tails. Blocks are freed last block first.",
-        "forward_free")
+        "forward_free", kind="misread_mechanism")
     add("a_after", s["a_before_g"],
         "That is A's hit before G arrived. G's blocks come from the queue head and some of them "
-        "were A's cached blocks.", "ignored_g")
+        "were A's cached blocks.", "ignored_g", kind="misread_mechanism")
     add("a_after", s["a_after"].value / B,
-        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks")
+        f"That counts blocks. The part asks for tokens: each hit block is {B} tokens.", "blocks",
+        kind="unit_slip")
     add("a_after", B * min(k, (n - 1) // B),
         "That assumes every one of A's full blocks is still cached (up to the cap); G's "
-        "allocation evicted some of them.", "nothing_evicted")
+        "allocation evicted some of them.", "nothing_evicted", kind="misread_mechanism")
     return out
 
 

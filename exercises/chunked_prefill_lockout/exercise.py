@@ -317,64 +317,72 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     no_attn = ("You left out attention. Each chunk's queries attend to every token before them, "
                "and that term is what grows chunk after chunk.")
-    add("first_gap", t_dec + lin, no_attn, "no_attention")
+    add("first_gap", t_dec + lin, no_attn, "no_attention", kind="miscounted_term")
     add("first_gap", t_dec + lin + unit,
         "You charged the first chunk attention over all its C tokens for every query. It is "
-        "causal: on average a query sees half the chunk, hence the (k − ½).", "k_not_half")
+        "causal: on average a query sees half the chunk, hence the (k − ½).", "k_not_half",
+        kind="miscounted_term")
     add("first_gap", lin + unit / 2,
         f"You left out the decode work in the same step: the {p['n_dec']} running decodes still "
-        f"take their {p['t_dec_ms']} ms.", "no_decode")
+        f"take their {p['t_dec_ms']} ms.", "no_decode", kind="miscounted_term")
     add("first_gap", t_dec + (lin + unit / 2) * p["mfu"],
-        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu")
+        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu",
+        kind="peak_vs_achievable")
     add("first_gap", s["unchunked_s"],
         "That is the whole prompt in one step, as without chunking. The step carries one chunk of "
-        f"{p['chunk']:,} tokens.", "unchunked")
+        f"{p['chunk']:,} tokens.", "unchunked", kind="wrong_scope")
 
     last = s["last_s"]
-    add("last_gap", t_dec + lin, no_attn, "no_attention")
+    add("last_gap", t_dec + lin, no_attn, "no_attention", kind="miscounted_term")
     add("last_gap", t_dec + lin + unit * k,
         f"The last chunk's queries attend to the {p['prompt'] - p['chunk']:,} earlier tokens and, "
-        "causally, to half of their own chunk on average: (K − ½), not K.", "k_not_half")
+        "causally, to half of their own chunk on average: (K − ½), not K.", "k_not_half",
+        kind="miscounted_term")
     add("last_gap", s["avg_step_s"],
-        "That is the average step. The steps grow linearly; the last is the longest.", "average")
+        "That is the average step. The steps grow linearly; the last is the longest.", "average",
+        kind="mean_vs_tail")
     add("last_gap", s["first_s"],
-        "That is the first chunk. The last one attends to everything before it.", "first")
+        "That is the first chunk. The last one attends to everything before it.", "first",
+        kind="wrong_scope")
     add("last_gap", t_dec + (last - t_dec) * p["mfu"],
-        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu")
+        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu",
+        kind="peak_vs_achievable")
     add("last_gap", s["unchunked_s"],
         "That is the whole prompt in one step, as without chunking. Each step carries one chunk.",
-        "unchunked")
+        "unchunked", kind="wrong_scope")
 
     lock = s["lockout_s"]
-    add("lockout", k * t_dec + 2 * m.params * p["prompt"] / f, no_attn, "no_attention")
+    add("lockout", k * t_dec + 2 * m.params * p["prompt"] / f, no_attn, "no_attention",
+        kind="miscounted_term")
     add("lockout", lock + 2 * m.layers * m.q_dim * p["prompt"] ** 2 / f,
         "You counted full attention, 4·L·N²·d_q. Over the whole prompt causal attention is "
-        "half of that: 2·L·N²·d_q.", "not_causal")
+        "half of that: 2·L·N²·d_q.", "not_causal", kind="miscounted_term")
     add("lockout", k * s["first_s"],
         "You multiplied the first step by the number of chunks. Every later chunk costs more.",
-        "k_times_first")
+        "k_times_first", kind="misread_mechanism")
     add("lockout", k * last,
         "You multiplied the last step by the number of chunks. The early chunks are cheaper.",
-        "k_times_last")
+        "k_times_last", kind="misread_mechanism")
     add("lockout", k * t_dec + s["compute_s"] * p["mfu"],
-        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu")
+        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.1f} % MFU.", "no_mfu",
+        kind="peak_vs_achievable")
     add("lockout", s["compute_s"],
         "You left out the decode slot in each chunk step; the statement counts the whole time "
-        "the chunks hold the engine.", "no_slots")
+        "the chunks hold the engine.", "no_slots", kind="miscounted_term")
 
     tax = s["kv_tax_ms"]
     if tp > 1:
         add("kv_tax", tax * tp,
             f"You read all of the request's KV on one GPU. Under TP{tp} each GPU holds "
             f"{m.kv_heads // tp if m.kv_heads >= tp else 1} of the {m.kv_heads} KV heads and "
-            "reads its share in parallel.", "not_split")
+            "reads its share in parallel.", "not_split", kind="forgot_tp")
     add("kv_tax", tax / 2, "Half the reference: the cache holds K and V for every token.",
-        "k_only")
+        "k_only", kind="k_without_v")
     add("kv_tax", tax * 2, "Twice the reference: the KV cache is BF16, 2 bytes per element.",
-        "fp32")
+        "fp32", kind="wrong_precision")
     add("kv_tax", tax * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads. With grouped-query attention only the "
-        f"{m.kv_heads} KV heads are cached.", "q_heads")
+        f"{m.kv_heads} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
 
     wrong = {
         "bigger_budget": "A larger token budget finishes the prompt in fewer steps, but each step "
@@ -385,7 +393,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                      "to it.",
     }
     for option, text in wrong.items():
-        out.append(Mistake("fixes", sorted(CORRECT_FIXES | {option}), text, option))
+        # Each wrong fix misjudges what chunking does to a step.
+        out.append(Mistake("fixes", sorted(CORRECT_FIXES | {option}), text, option,
+                           kind="misread_mechanism"))
     return out
 
 

@@ -326,42 +326,44 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     k = first["step"]
     add("first_preempt_step", k + 1,
         "One too late: steps are numbered from 0 here (the first step() call is step 0).",
-        "numbered_from_one")
+        "numbered_from_one", kind="rounding")
     held = [sum(len(s[2]) for s in rec["state"].values()) for rec in steps]
     full = next((i for i, h in enumerate(held) if h == p["num_blocks"]), None)
     if full is not None and full < k:
         add("first_preempt_step", full,
             f"That is the step after which all {p['num_blocks']} blocks are in use. A full pool "
             "is not yet a preemption: that comes at the first step in which some request needs "
-            "a new block and none is free.", "pool_full")
+            "a new block and none is free.", "pool_full", kind="misread_mechanism")
     fresh = trace(p, _mutant("need_ignores_partial_block"))["first"]
     if fresh is not None:
         add("first_preempt_step", fresh["step"],
             "You gave each step's tokens fresh blocks. A decode token first fills the free "
             "slots of the request's last block; the need is ceil((num_computed + n) / B) minus "
-            "the blocks already held.", "fresh_blocks")
+            "the blocks already held.", "fresh_blocks", kind="rounding")
     nochunk = trace(p, _mutant("chunk_ignores_budget"))["first"]
     if nochunk is not None:
         add("first_preempt_step", nochunk["step"],
             f"You ran each prefill whole. The budget is {p['budget']} tokens per step, so a "
-            "long prompt goes in chunks and grows its blocks over several steps.", "no_chunking")
+            "long prompt goes in chunks and grows its blocks over several steps.", "no_chunking",
+            kind="misread_mechanism")
 
     add("wasted_tokens", sum(e["length"] for e in events),
         "You counted each victim's whole length, prompt plus output. Only tokens whose KV had "
         "been computed (num_computed) are lost; the newest sampled token, or the rest of a "
         "prompt still in prefill, had no KV yet.",
-        "full_length")
+        "full_length", kind="miscounted_term")
     add("wasted_tokens", sum(e["blocks"] for e in events) * p["block_size"],
         "You counted the capacity of the freed blocks. The last block of a victim is usually "
         "only partly filled; count the tokens whose KV was computed (num_computed).",
-        "block_capacity")
+        "block_capacity", kind="rounding")
     if len(events) > 1:
         add("wasted_tokens", events[0]["computed"],
             f"That is only the first preemption. There are {len(events)} in the trace; add up "
-            "the KV each one throws away.", "first_only")
+            "the KV each one throws away.", "first_only", kind="wrong_scope")
     add("wasted_tokens", sum(len(_req(p, e["victim"])["prompt"]) for e in events),
         "You counted the prompts only. The victim's generated tokens had KV too, and a "
-        "recompute has to rebuild it along with the prompt's.", "prompt_only")
+        "recompute has to rebuild it along with the prompt's.", "prompt_only",
+        kind="miscounted_term")
 
     victim, needer = first["victim"], first["needer"]
     for rid in RIDS:
@@ -379,13 +381,14 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             fb = f"{rid} was waiting: it holds no blocks, so preempting it frees nothing."
         else:
             fb = f"{rid} was not running at step {k}, so it holds no blocks to give back."
-        out.append(Mistake("victim", rid, fb, f"victim_{rid.lower()}"))
+        out.append(Mistake("victim", rid, fb, f"victim_{rid.lower()}", kind="misread_mechanism"))
 
     out.append(Mistake("policy", ["lifo", "no_admit", "running_first", "head_of_queue",
                                   "largest_first"],
                        "LIFO usually frees the least, not the most: the last admitted request "
                        "has typically computed the fewest tokens. That is the point (the least "
-                       "work thrown away), not a large release.", "largest_first"))
+                       "work thrown away), not a large release.", "largest_first",
+                       kind="misread_mechanism"))
     return out
 
 

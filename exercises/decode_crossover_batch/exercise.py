@@ -215,21 +215,24 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     ridge = s["ridge"].value
     add("ridge", 2 * ridge,
         "Twice the reference: that is the sparse BF16 rate (datasheets print it), or the FP8 "
-        "rate. The ridge for BF16 work uses the dense BF16 rate.", "sparse")
+        "rate. The ridge for BF16 work uses the dense BF16 rate.", "sparse",
+        kind="peak_vs_achievable")
     add("ridge", bw / f16,
-        "Upside down: the ridge is FLOP/s over bytes/s, FLOPs per byte.", "inverted")
+        "Upside down: the ridge is FLOP/s over bytes/s, FLOPs per byte.", "inverted",
+        kind="inverted")
     add("ridge", f16 / (g.hbm_gb * 1e9),
         f"You divided by the HBM capacity ({g.hbm_gb:g} GB). The ridge uses the bandwidth, "
-        f"{g.hbm_tbps:g} TB/s.", "capacity")
+        f"{g.hbm_tbps:g} TB/s.", "capacity", kind="misread_mechanism")
 
     add("crossover", 2 * ridge,
         "Twice the reference: a multiply-add is 2 FLOPs per weight per token, not 1 (or you used "
-        "the sparse rate).", "one_flop")
+        "the sparse rate).", "one_flop", kind="flop_counting")
     add("crossover", ridge / 2,
         "Half the reference: a BF16 weight is 2 bytes, so each byte of weight serves B FLOPs, "
-        "not 2B.", "one_byte")
+        "not 2B.", "one_byte", kind="wrong_precision")
     add("crossover", ridge * m.layers,
-        "The layer count cancels: every layer has the same FLOPs-per-byte ratio.", "layers")
+        "The layer count cancels: every layer has the same FLOPs-per-byte ratio.", "layers",
+        kind="one_layer")
 
     wb, math_prec = SCHEMES[p["scheme"]]
     alt = s["alt_crossover"].value
@@ -237,59 +240,64 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("alt_crossover", s["crossover"].value,
         f"That is the BF16 crossover. {p['scheme']} changes the bytes per weight to {wb:g}"
         + (" and the math rate to FP8" if math_prec == "FP8" else "")
-        + ": redo the division.", "unchanged")
+        + ": redo the division.", "unchanged", kind="wrong_precision")
     if math_prec == "FP8":
         add("alt_crossover", crossover_batch(f16, bw, wb),
             "You kept the BF16 math rate. This scheme runs on the FP8 tensor cores, twice as "
-            "fast, which doubles the ridge.", "bf16_rate")
+            "fast, which doubles the ridge.", "bf16_rate", kind="wrong_precision")
         assert f8 is not None
         add("alt_crossover", crossover_batch(f8, bw, 2.0),
-            f"You kept 2 bytes per weight. {p['scheme']} stores {wb:g} byte(s).", "bf16_bytes")
+            f"You kept 2 bytes per weight. {p['scheme']} stores {wb:g} byte(s).", "bf16_bytes",
+            kind="wrong_precision")
     else:
         add("alt_crossover", crossover_batch(f8 or 2 * f16, bw, wb),
             "Weight-only quantization dequantizes to BF16 before the multiply: the math runs at "
-            "the BF16 rate, not the FP8 rate.", "fp8_rate")
+            "the BF16 rate, not the FP8 rate.", "fp8_rate", kind="wrong_precision")
         add("alt_crossover", crossover_batch(f16, bw, 2 * wb),
             f"You doubled the bytes per weight. {p['scheme']} stores {wb:g} byte(s) per weight.",
-            "bytes")
+            "bytes", kind="wrong_precision")
     add("alt_crossover", alt * 4 if wb == 0.5 else alt / 2,
         "Fewer bytes per weight lower the crossover: the same FLOPs come from fewer bytes, so "
-        "the step runs out of bandwidth headroom sooner. Check the direction.", "direction")
+        "the step runs out of bandwidth headroom sooner. Check the direction.", "direction",
+        kind="inverted")
 
     kappa = s["kappa"]
     limit = s["context_limit"].value
     add("context_limit", 2 * m.params / (n * kappa),
         f"You left out attention. At {n:,} tokens each token's QK^T and PV add "
         f"4·L·n·d_q = {s['attn_gflop']:.2f} GFLOP to the {s['lin_gflop']:.1f} GFLOP of the "
-        "weights.", "no_attention")
+        "weights.", "no_attention", kind="miscounted_term")
     add("context_limit", limit * 2,
-        "Twice the reference: the cache holds K and V, both read every step.", "k_only")
+        "Twice the reference: the cache holds K and V, both read every step.", "k_only",
+        kind="k_without_v")
     add("context_limit", (2 * m.params + 2 * m.layers * n * m.q_dim) / (n * kappa),
         "Attention at decode is 4·L·n·d_q FLOPs per token: 2·n·d_q for QK^T and 2·n·d_q for PV "
-        "in each layer. You counted half.", "half_attention")
+        "in each layer. You counted half.", "half_attention", kind="flop_counting")
     add("context_limit", limit * m.layers,
         "You used one layer's KV per token. Every layer caches its own K and V: "
-        f"κ = 2·{m.layers}·{m.kv_heads}·{m.head_dim}·2 B.", "one_layer")
+        f"κ = 2·{m.layers}·{m.kv_heads}·{m.head_dim}·2 B.", "one_layer", kind="one_layer")
 
     out.append(Mistake(
         "why_equal", "this_gpu",
         "It holds on every GPU: the batch B and the intensity 2B FLOPs / 2 bytes are the same "
-        "number whatever F and BW are. Only the value of the ridge changes.", "this_gpu"))
+        "number whatever F and BW are. Only the value of the ridge changes.", "this_gpu",
+        kind="misread_mechanism"))
     out.append(Mistake(
         "why_equal", "kv",
         "The KV cache is left out of part 2 on purpose, and it works against the coincidence: "
-        "its bytes grow with the batch and do not batch.", "kv"))
+        "its bytes grow with the batch and do not batch.", "kv", kind="miscounted_term"))
     wrong_verdict = "later" if s["context_verdict"] == "never" else "never"
     out.append(Mistake(
         "context_verdict", wrong_verdict,
         "Compare the limit the intensity approaches (part 5) with the ridge point (part 1). "
         + ("Below the ridge, no batch is large enough." if s["context_verdict"] == "never"
            else f"Above it, a large enough batch crosses ({s['b_context']:,.0f} sequences)."),
-        "wrong_verdict"))
+        "wrong_verdict", kind="misread_mechanism"))
     out.append(Mistake(
         "context_verdict", "earlier",
         "Attention adds FLOPs, but each sequence's KV adds bytes that do not batch, and "
-        "those win: the intensity at any batch is lower than without context.", "earlier"))
+        "those win: the intensity at any batch is lower than without context.", "earlier",
+        kind="misread_mechanism"))
     return out
 
 

@@ -202,84 +202,93 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     h = s["hidden"]
     add("dispatch_copy", h,
         f"You left out the scales. FP8 needs one FP32 scale per {p['scale_group']} channels: "
-        f"{s['scales']} × 4 B on top of the {h:,} payload bytes.", "no_scales")
+        f"{s['scales']} × 4 B on top of the {h:,} payload bytes.", "no_scales",
+        kind="miscounted_term")
     add("dispatch_copy", 2 * h,
         "That is a BF16 copy. The dispatch is sent in FP8, one byte per channel, plus scales.",
-        "bf16")
+        "bf16", kind="wrong_precision")
     add("dispatch_copy", h + s["scales"],
-        "You gave each scale one byte. The scales are FP32: 4 bytes each.", "one_byte_scales")
+        "You gave each scale one byte. The scales are FP32: 4 bytes each.", "one_byte_scales",
+        kind="wrong_precision")
     add("dispatch_copy", h + 2 * s["scales"],
-        "You gave each scale two bytes. The scales are FP32: 4 bytes each.", "bf16_scales")
+        "You gave each scale two bytes. The scales are FP32: 4 bytes each.", "bf16_scales",
+        kind="wrong_precision")
     add("dispatch_copy", disp + comb,
         "That is a dispatch copy and a combine copy together. The part asks for one dispatch copy.",
-        "round_trip")
+        "round_trip", kind="wrong_scope")
 
     mb = 1e6
     add("per_step", layers * k * disp / mb,
         "That is the dispatch alone. Every layer also combines: k BF16 results come back.",
-        "dispatch_only")
+        "dispatch_only", kind="miscounted_term")
     add("per_step", layers * k * 2 * comb / mb,
-        "You sent both directions in BF16. The dispatch is FP8 with FP32 scales.", "all_bf16")
+        "You sent both directions in BF16. The dispatch is FP8 with FP32 scales.", "all_bf16",
+        kind="wrong_precision")
     add("per_step", m.layers * k * (disp + comb) / mb,
         f"You counted all {m.layers} layers. The first {s['dense_layers']} are dense and have no "
-        "all-to-all: only the MoE layers count.", "all_layers")
+        "all-to-all: only the MoE layers count.", "all_layers", kind="one_layer")
     add("per_step", layers * k * (h + comb) / mb,
-        "You left out the FP32 scales that travel with each FP8 dispatch copy.", "no_scales")
+        "You left out the FP32 scales that travel with each FP8 dispatch copy.", "no_scales",
+        kind="miscounted_term")
     if s["shared"]:
         add("per_step", layers * (k + s["shared"]) * (disp + comb) / mb,
             "The shared expert runs on the token's own GPU (every GPU holds a copy), so it sends "
-            "nothing over the all-to-all.", "shared_expert")
+            "nothing over the all-to-all.", "shared_expert", kind="misread_mechanism")
     add("per_step", s["per_layer_bytes"] / mb,
-        f"That is one MoE layer. A decode step runs all {layers} of them.", "one_layer")
+        f"That is one MoE layer. A decode step runs all {layers} of them.", "one_layer",
+        kind="one_layer")
 
     share = s["nic_share"].value
     per_step = s["per_step"].value
     add("nic_share", per_step,
         f"That counts every copy as crossing the NIC. With experts spread evenly over {n} nodes, "
-        f"1/{n} of them sit on the token's own node and travel over NVLink.", "all_remote")
+        f"1/{n} of them sit on the token's own node and travel over NVLink.", "all_remote",
+        kind="misread_mechanism")
     add("nic_share", s["nvlink_mb"],
         "That is the NVLink share: copies to the other GPUs of the token's own node. The NIC "
-        "carries the copies to other nodes.", "nvlink_share")
+        "carries the copies to other nodes.", "nvlink_share", kind="wrong_scope")
     add("nic_share", per_step / n,
         f"That is the share that stays on the token's own node (1/{n}). The NIC carries the "
-        f"other (N − 1)/N.", "local_share")
+        f"other (N − 1)/N.", "local_share", kind="inverted")
     add("nic_share", layers * k * disp * (n - 1) / n / mb,
         "You counted the dispatch only. The combine results cross the NIC on their way back too.",
-        "dispatch_only")
+        "dispatch_only", kind="miscounted_term")
 
     bound = s["node_limited"].value
     add("node_limited", (limit - 1) * layers * (disp + comb) / mb,
         f"You assumed one of the {limit} nodes is the token's own. It need not be, so the bound "
-        f"counts all {limit} as remote.", "own_node_excluded")
+        f"counts all {limit} as remote.", "own_node_excluded", kind="misread_mechanism")
     add("node_limited", limit * layers * disp / mb,
         "That is the dispatch alone. The combine crosses the NIC once per node on the way back.",
-        "dispatch_only")
+        "dispatch_only", kind="miscounted_term")
     add("node_limited", limit * per_step,
         "You multiplied by the node limit AND the experts per token. With forwarding, a token "
-        "crosses the NIC once per node, not once per expert.", "per_expert_per_node")
+        "crosses the NIC once per node, not once per expert.", "per_expert_per_node",
+        kind="miscounted_term")
     add("node_limited", per_step,
         "That is per-expert sending, with no saving. With NVLink forwarding a token crosses the "
-        "NIC once per selected node, however many of its experts sit there.", "no_forwarding")
+        "NIC once per selected node, however many of its experts sit there.", "no_forwarding",
+        kind="misread_mechanism")
     add("node_limited", bound / layers,
-        f"That is one MoE layer. The step runs {layers}.", "one_layer")
+        f"That is one MoE layer. The step runs {layers}.", "one_layer", kind="one_layer")
 
     t = s["nic_time"].value
     add("nic_time", t / 8,
         f"Eight times too fast: {s['nic_gbit']:.0f} Gb/s is gigabits, {s['nic_gbs']:.0f} GB/s in "
-        "bytes.", "bits_as_bytes")
+        "bytes.", "bits_as_bytes", kind="bits_vs_bytes")
     add("nic_time", t * per_step / share,
         "You sent every copy over the NIC. Copies to the token's own node use NVLink.",
-        "all_remote")
+        "all_remote", kind="misread_mechanism")
     add("nic_time", t * s["gpn"],
         f"You pushed the whole node's traffic through one NIC. Each of the {s['gpn']} GPUs has "
-        "its own.", "one_nic_per_node")
+        "its own.", "one_nic_per_node", kind="forgot_tp")
     add("nic_time", t / 2,
         "Half the reference: did you read the NIC rate as both directions summed? It is per "
         "direction, and one direction carries this GPU's outbound dispatch and combine copies.",
-        "bidirectional")
+        "bidirectional", kind="peak_vs_achievable")
     add("nic_time", t * bound / share,
         "That is the node-limited bound's time. The part asks for per-expert sending with uniform "
-        "placement.", "node_limited")
+        "placement.", "node_limited", kind="wrong_scope")
 
     wrong = {
         "nvlink_slower": "NVLink is several times faster than the NIC per GPU (DeepSeek quote "
@@ -290,7 +299,8 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "gives up the saving for another reason.",
     }
     for option, feedback in wrong.items():
-        out.append(Mistake("decode_tradeoff", option, feedback, option))
+        kind = "wrong_precision" if option == "fp8" else "misread_mechanism"
+        out.append(Mistake("decode_tradeoff", option, feedback, option, kind=kind))
     return out
 
 

@@ -287,43 +287,45 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("why_k", "fp8_range",
                 "The scales are kept in FP32, so their format is not the obstacle: per-row or "
                 "per-column FP32 scales are applied easily, after the MMA. The problem is where "
-                "along the sum these scales change.", "fp8_range"),
+                "along the sum these scales change.", "fp8_range", kind="wrong_precision"),
         Mistake("why_k", "no_scales_at_all",
                 "Scales that are constant along K (per tensor, per row of A, per column of B) "
                 "factor out of the sum over K and are applied once to the finished result, in "
                 "the epilogue. Only scales that change along K force work inside the main loop.",
-                "no_scales_at_all"),
+                "no_scales_at_all", kind="misread_mechanism"),
         Mistake("why_k", "bandwidth",
                 f"The scales are tiny: one FP32 value per {SCALE_BLOCK} FP8 values is about "
                 f"{100 * 4 / SCALE_BLOCK:.0f} % more bytes. "
                 "The obstacle is arithmetic, not bandwidth: the MMA sums over K and has no place "
-                "for a factor that changes inside that sum.", "bandwidth"),
+                "for a factor that changes inside that sum.", "bandwidth",
+                kind="misread_mechanism"),
         Mistake("why_k", "accumulator_bits",
                 "That limited accumulator precision is real, and it is a second reason to promote "
                 "partial sums every 128 elements, but it does not explain why the scale cannot "
                 "be applied inside the MMA: the instruction sums over K and takes no factor that "
-                "varies along it.", "accumulator_bits"),
+                "varies along it.", "accumulator_bits", kind="wrong_precision"),
         # -- block_formula ---------------------------------------------------------------------
         Mistake("block_formula", "sa2*sb2*(P1 + P2)",
                 "That scales the whole sum with the last block's scales, as a kernel that "
                 "factors the scales out of the loop would. Each block's partial needs its own "
-                "scales.", "last_block"),
+                "scales.", "last_block", kind="misread_mechanism"),
         Mistake("block_formula", "sa1*sb1*(P1 + P2)",
                 "That scales the whole sum with the first block's scales. Each block's partial "
-                "needs its own scales.", "first_block"),
+                "needs its own scales.", "first_block", kind="misread_mechanism"),
         Mistake("block_formula", "(sa1*sb1 + sa2*sb2)*(P1 + P2)",
                 "Multiplying the summed scales by the summed partials adds cross terms "
                 "(sa1·sb1·P2 and sa2·sb2·P1). Each partial meets only its own block's scales.",
-                "sums_multiplied"),
+                "sums_multiplied", kind="misread_mechanism"),
         Mistake("block_formula", "sa1*P1 + sa2*P2",
                 "The weight scales are missing: each 128 x 128 weight block has its own scale "
-                "too.", "no_weight_scale"),
+                "too.", "no_weight_scale", kind="miscounted_term"),
         Mistake("block_formula", "sa1*sb2*P1 + sa2*sb1*P2",
                 "The weight scales are paired with the wrong K blocks: sb1 belongs to the first "
-                "128 elements of K, with sa1 and P1.", "swapped_weight_scales"),
+                "128 elements of K, with sa1 and P1.", "swapped_weight_scales",
+                kind="misread_mechanism"),
         Mistake("block_formula", "(sa1 + sa2)*(sb1 + sb2)*(P1 + P2)/4",
                 "Averaging the scales treats them as one per-tensor scale. They change along K, "
-                "so each partial needs its own pair.", "averaged"),
+                "so each partial needs its own pair.", "averaged", kind="mean_vs_tail"),
     ]
 
     add = Slips(s, TOLERANCE, out,
@@ -333,49 +335,50 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     r = s["promotion_ratio"].value
     add("promotion_ratio", r / 2,
         "Half the reference: the promotion is a fused multiply-add, 2 FLOPs per element, just as "
-        "each of the MMA's multiply-adds is 2.", "fma_as_one")
+        "each of the MMA's multiply-adds is 2.", "fma_as_one", kind="flop_counting")
     add("promotion_ratio", r * 2,
         f"Twice the reference: the MMA does {SCALE_BLOCK} multiply-adds per output element per "
-        f"block, {s['mma_flops_block']} FLOPs, against the promotion's 2.", "mma_as_macs")
+        f"block, {s['mma_flops_block']} FLOPs, against the promotion's 2.", "mma_as_macs",
+        kind="flop_counting")
     add("promotion_ratio", r * 1.5,
         "You counted the scale product sa·sb as a third FLOP per element. It is formed once per "
         "row of the tile (sa depends on the row, sb on the block), not per element, so the "
-        "promotion is one FMA per element.", "scale_product_per_element")
+        "promotion is one FMA per element.", "scale_product_per_element", kind="flop_counting")
     add("promotion_ratio", r * SCALE_BLOCK / WGMMA_K,
         f"That promotes after every WGMMA (K = {WGMMA_K}). The scales are constant over a whole "
         f"{SCALE_BLOCK}-deep block, so the kernel promotes once per {s['wgmmas_per_block']} "
-        "WGMMAs.", "per_wgmma")
+        "WGMMAs.", "per_wgmma", kind="misread_mechanism")
     add("promotion_ratio", 100 / s["wgmmas_per_block"],
         "That counts instructions, not FLOPs: one promotion per 4 WGMMAs. Each WGMMA does "
         "thousands of multiply-adds per warpgroup; count FLOPs per output element.",
-        "instructions")
+        "instructions", kind="flop_counting")
 
     # -- serial_overhead (per cent) ------------------------------------------------------------
     o = s["serial_overhead"].value
     add("serial_overhead", 2 * o,
         f"You used the sparse FP8 rate ({s['fp8_sparse_tflops']:,g} TFLOP/s). A dense GEMM runs "
-        f"at the dense rate, {s['fp8_tflops']:,g}.", "sparse_rate")
+        f"at the dense rate, {s['fp8_tflops']:,g}.", "sparse_rate", kind="peak_vs_achievable")
     add("serial_overhead", r * s["bf16_tflops"] / s["fp32_tflops"],
         f"You used the BF16 tensor rate ({s['bf16_tflops']:,g} TFLOP/s). The MMAs here are "
-        f"FP8: {s['fp8_tflops']:,g} TFLOP/s dense.", "bf16_rate")
+        f"FP8: {s['fp8_tflops']:,g} TFLOP/s dense.", "bf16_rate", kind="wrong_precision")
     add("serial_overhead", r,
         "That is the FLOP ratio alone. The promotion runs on the CUDA cores, which are "
         f"{s['rate_ratio']:.1f}× slower than the FP8 tensor cores, so its share of the time is "
-        "that much larger than its share of the FLOPs.", "flops_not_time")
+        "that much larger than its share of the FLOPs.", "flops_not_time", kind="wrong_scope")
     add("serial_overhead", 100 * s["rate_ratio"],
         "That is the rate ratio alone: it would be the cost if the promotion did as many FLOPs "
-        f"as the MMA. It does 1/{s['ratio_denominator']} of them.", "rate_only")
+        f"as the MMA. It does 1/{s['ratio_denominator']} of them.", "rate_only", kind="wrong_scope")
     add("serial_overhead", r * DEEPGEMM_TFLOPS / s["fp32_tflops"],
         f"You used DeepGEMM's achieved {DEEPGEMM_TFLOPS:,.0f} TFLOP/s. The question compares "
-        "peak rates.", "achieved_rate")
+        "peak rates.", "achieved_rate", kind="peak_vs_achievable")
     add("serial_overhead", 100 * (1 / s["rate_ratio"]) / s["ratio_denominator"],
         "The rate ratio is upside down: the CUDA cores are the slow side, so the promotion's "
-        "time share is larger than its FLOP share, not smaller.", "inverted")
+        "time share is larger than its FLOP share, not smaller.", "inverted", kind="inverted")
     if p["gpu"] not in HOPPER:
         add("serial_overhead", s["hopper_overhead_pct"],
             f"That is Hopper's ratio. On {p['gpu']} the FP8 tensor rate is "
             f"{s['fp8_tflops']:,.0f} TFLOP/s and the FP32 rate {s['fp32_tflops']:g}.",
-            "hopper_rates")
+            "hopper_rates", kind="wrong_precision")
 
     # -- why_k is a choice: every other option is listed above ---------------------------------
     return out

@@ -329,83 +329,94 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     add("clip_threshold", E4M3FNUZ_MAX,
         "240 is the largest value of E4M3FNUZ, the AMD variant (bias 8); older vLLM docs quote "
-        "±240 for E4M3. NVIDIA's E4M3FN reaches 1.75 × 2^8 = 448.", "fnuz")
+        "±240 for E4M3. NVIDIA's E4M3FN reaches 1.75 × 2^8 = 448.", "fnuz", kind="wrong_precision")
     add("clip_threshold", E4M3_ALL_CODES_MAX,
         "1.875 × 2^8 = 480 would need the code S.1111.111, which E4M3FN reserves for NaN. The "
-        "largest finite value is 1.75 × 2^8 = 448.", "nan_code")
+        "largest finite value is 1.75 × 2^8 = 448.", "nan_code", kind="wrong_precision")
     add("clip_threshold", E5M2_MAX,
-        "57,344 is the largest E5M2 value (5 exponent bits). The KV cache here is E4M3.", "e5m2")
+        "57,344 is the largest E5M2 value (5 exponent bits). The KV cache here is E4M3.", "e5m2",
+        kind="wrong_precision")
     add("clip_threshold", INT8_MAX,
         "127 is the INT8 limit. E4M3 is a floating-point format: its largest finite value is "
-        "1.75 × 2^8 = 448.", "int8")
+        "1.75 × 2^8 = 448.", "int8", kind="wrong_precision")
 
     add("clip_error", 100 * ROUND_BOUND,
         "That is the rounding bound, which only holds inside the range. "
         f"{amax:,} is above the largest finite E4M3 value (part 1), so it is clipped, not "
         f"rounded: the error is ({amax:,} − that largest value) / {amax:,}.",
-        "rounding_bound")
+        "rounding_bound", kind="wrong_precision")
     add("clip_error", 100 * (amax - E4M3_MAX) / E4M3_MAX,
         "You divided the loss by the stored value, the clip threshold of part 1. The relative "
-        f"error is measured against the true value: divide by {amax:,}.", "wrong_denominator")
+        f"error is measured against the true value: divide by {amax:,}.", "wrong_denominator",
+        kind="inverted")
     add("clip_error", 100 * (amax - E4M3FNUZ_MAX) / amax,
         "You clipped at 240, the E4M3FNUZ (AMD) limit (bias 8). This cache is E4M3FN (bias 7), "
-        "which saturates higher: at its largest finite value, part 1.", "fnuz")
+        "which saturates higher: at its largest finite value, part 1.", "fnuz",
+        kind="wrong_precision")
     add("clip_error", 100 * E4M3_MAX / amax,
         f"That is the fraction of the key that survives (the clip threshold over {amax:,}). The "
-        "error is the part that is lost: one minus it.", "kept_fraction")
+        "error is the part that is lost: one minus it.", "kept_fraction", kind="inverted")
 
     add("round_bound", 100 * 2 * ROUND_BOUND,
         "12.5 % is a whole step (2^-3). Round to nearest is off by at most half a step, 2^-4. "
-        "(12.5 % is also E5M2's bound, with its 2 mantissa bits.)", "whole_step")
+        "(12.5 % is also E5M2's bound, with its 2 mantissa bits.)", "whole_step",
+        kind="wrong_precision")
     add("round_bound", 100 * ROUND_BOUND / 2,
         "3.125 % = 2^-5 would need 4 stored mantissa bits. E4M3 stores 3 (the leading 1 is "
-        "implicit), so the bound is 2^-4.", "four_bits")
+        "implicit), so the bound is 2^-4.", "four_bits", kind="wrong_precision")
     add("round_bound", 100 * BF16_ROUND_BOUND,
-        "0.39 % = 2^-8 is BF16's bound (7 mantissa bits). E4M3 has 3: 2^-4 = 6.25 %.", "bf16")
+        "0.39 % = 2^-8 is BF16's bound (7 mantissa bits). E4M3 has 3: 2^-4 = 6.25 %.", "bf16",
+        kind="wrong_precision")
 
     rise = s["ceiling_rise"].value
     add("ceiling_rise", sigma * (math.sqrt(math.log(n_dep)) - math.sqrt(math.log(n_eval))),
-        "You dropped the 2: the estimate is σ·sqrt(2 ln N), not σ·sqrt(ln N).", "no_two")
+        "You dropped the 2: the estimate is σ·sqrt(2 ln N), not σ·sqrt(ln N).", "no_two",
+        kind="mean_vs_tail")
     add("ceiling_rise",
         sigma * (math.sqrt(2 * math.log10(n_dep)) - math.sqrt(2 * math.log10(n_eval))),
-        "You used log10. The Gaussian tail gives the natural log: σ·sqrt(2 ln N).", "log10")
+        "You used log10. The Gaussian tail gives the natural log: σ·sqrt(2 ln N).", "log10",
+        kind="mean_vs_tail")
     add("ceiling_rise", s["ceiling_dep"],
         f"That is the whole ceiling at {n_dep:,} tokens. The question asks how much higher it is "
-        f"than at {n_eval:,}: subtract σ·sqrt(2 ln {n_eval:,}).", "no_subtraction")
+        f"than at {n_eval:,}: subtract σ·sqrt(2 ln {n_eval:,}).", "no_subtraction",
+        kind="wrong_scope")
     add("ceiling_rise", sigma * math.sqrt(2 * math.log(n_dep / n_eval)),
         "You took σ·sqrt(2 ln(N_dep / N_eval)). The square root does not split over a ratio: "
-        "compute each ceiling, then subtract.", "ratio_inside")
+        "compute each ceiling, then subtract.", "ratio_inside", kind="mean_vs_tail")
     add("ceiling_rise", rise / sigma,
-        f"That is in units of σ. Multiply by σ = {sigma:g} logits.", "no_sigma")
+        f"That is in units of σ. Multiply by σ = {sigma:g} logits.", "no_sigma", kind="unit_slip")
 
     out += [
         Mistake("ceiling_formula", "sigma*sqrt(ln(N))",
                 "Missing the 2: P(noise > t) ≈ exp(−t²/2σ²), and setting N times that to 1 gives "
-                "t = σ·sqrt(2 ln N).", "no_two"),
+                "t = σ·sqrt(2 ln N).", "no_two", kind="mean_vs_tail"),
         Mistake("ceiling_formula", "sigma*sqrt(N)",
                 "sqrt(N) is how a SUM of N noises grows. The MAXIMUM grows much more slowly, like "
-                "σ·sqrt(2 ln N).", "sqrt_n"),
+                "σ·sqrt(2 ln N).", "sqrt_n", kind="mean_vs_tail"),
         Mistake("ceiling_formula", "sigma*ln(N)",
                 "The maximum grows like the square root of ln N, not ln N itself: "
-                "σ·sqrt(2 ln N).", "ln_n"),
+                "σ·sqrt(2 ln N).", "ln_n", kind="mean_vs_tail"),
         Mistake("ceiling_formula", "sqrt(2*ln(N))",
-                "That is in units of σ; the ceiling in logits is σ·sqrt(2 ln N).", "no_sigma"),
+                "That is in units of σ; the ceiling in logits is σ·sqrt(2 ln N).", "no_sigma",
+                kind="unit_slip"),
     ]
     out += [
         Mistake("scale_effect", [*SCALE_EFFECT, "finer_grid"],
                 "The grid is not finer. Dividing by a scale above 1 shifts keys to lower binades, "
                 "where the step relative to the value is the same 2^-3; in absolute terms each "
-                "key's step is about the same as before.", "finer_grid"),
+                "key's step is about the same as before.", "finer_grid", kind="wrong_precision"),
         Mistake("scale_effect", ["same_rounding", "outlier_fixed"],
                 "A larger scale has a price: keys below 2^-6 × scale become subnormals and lose "
-                "relative precision, and the smallest round to zero.", "no_underflow"),
+                "relative precision, and the smallest round to zero.", "no_underflow",
+                kind="wrong_precision"),
         Mistake("scale_effect", [*SCALE_EFFECT, "future_safe"],
                 "The scale covers the amax of the calibration data only. Longer or different "
                 "inputs can exceed it (vLLM's on-the-fly scale is computed once, from the first "
-                "batch), which is why engines leave headroom.", "future_safe"),
+                "batch), which is why engines leave headroom.", "future_safe", kind="mean_vs_tail"),
         Mistake("scale_effect", [*SCALE_EFFECT, "int8_same"],
                 "INT8 is the opposite case: its step is the same absolute size for every value, "
-                "so the scale sets the precision of every key, not only the largest.", "int8"),
+                "so the scale sets the precision of every key, not only the largest.", "int8",
+                kind="wrong_precision"),
     ]
     return out
 

@@ -396,106 +396,112 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     # -- rope_bytes -------------------------------------------------------------------------------
     rb = s["rope_bytes"].value
     add("rope_bytes", 2 * s["q_bytes"],
-        f"That is Q alone. K is rotated too: {hkv} KV heads of {d}.", "q_only")
+        f"That is Q alone. K is rotated too: {hkv} KV heads of {d}.", "q_only", kind="k_without_v")
     add("rope_bytes", rb / 2,
         "Half the reference: an unfused RoPE reads Q and K from HBM and writes them back, both.",
-        "read_only")
+        "read_only", kind="miscounted_term")
     add("rope_bytes", rb * FP32_STORAGE / BF16_STORAGE,
         "You used 4 bytes per element. Q and K come out of the projection in BF16, 2 bytes.",
-        "fp32")
+        "fp32", kind="wrong_precision")
     add("rope_bytes", 2 * (hq + 2 * hkv) * d * BF16_STORAGE,
-        "V is not rotated: RoPE touches Q and K only.", "with_v")
+        "V is not rotated: RoPE touches Q and K only.", "with_v", kind="k_without_v")
     add("rope_bytes", rb * layers,
-        f"That is all {layers} layers. The part asks for one layer.", "all_layers")
+        f"That is all {layers} layers. The part asks for one layer.", "all_layers",
+        kind="one_layer")
     add("rope_bytes", 2 * 2 * hq * d * BF16_STORAGE,
-        f"You gave K as many heads as Q. With GQA there are {hkv} KV heads, not {hq}.", "mha")
+        f"You gave K as many heads as Q. With GQA there are {hkv} KV heads, not {hq}.", "mha",
+        kind="q_vs_kv_heads")
 
     # -- saving_pct -------------------------------------------------------------------------------
     sp = s["saving_pct"].value
     mfu = p["mfu_pct"] / 100
     add("saving_pct", sp / layers,
         f"You counted one layer's RoPE traffic against the whole prefill: multiply by the "
-        f"{layers} layers.", "one_layer")
+        f"{layers} layers.", "one_layer", kind="one_layer")
     add("saving_pct", sp / 2,
-        "Half the reference: count both the read and the write of Q and K.", "read_only")
+        "Half the reference: count both the read and the write of Q and K.", "read_only",
+        kind="miscounted_term")
     add("saving_pct", sp * 2,
         "Twice the reference: Q and K are BF16 (2 bytes), and the FLOP rate is the DENSE BF16 "
-        "one.", "fp32_or_sparse")
+        "one.", "fp32_or_sparse", kind="wrong_precision")
     add("saving_pct", sp * mfu,
         f"You timed the prefill at the peak rate. It runs at {p['mfu_pct']} % MFU, so it takes "
-        "longer and the RoPE share is smaller.", "peak_rate")
+        "longer and the RoPE share is smaller.", "peak_rate", kind="peak_vs_achievable")
     add("saving_pct", sp * hq / (hq + hkv),
-        "You left K out: RoPE rotates Q and K.", "q_only")
+        "You left K out: RoPE rotates Q and K.", "q_only", kind="k_without_v")
     add("saving_pct", 100 * s["rope_ms"] / (s["linear_tflops"] * 1e12 / (
         mfu * s["bf16_tflops"] * 1e12) * 1e3),
         "You left attention out of the prefill FLOPs; the causal score and value products add "
-        f"{s['attn_tflops']:.1f} TFLOP.", "no_attention")
+        f"{s['attn_tflops']:.1f} TFLOP.", "no_attention", kind="miscounted_term")
 
     # -- bf16_position ----------------------------------------------------------------------------
     pos = p["position"]
     add("bf16_position", pos,
         f"BF16 cannot hold {pos:,}: with {BF16_BITS} significant bits, integers are exact only up "
-        f"to {1 << BF16_BITS}.", "exact")
+        f"to {1 << BF16_BITS}.", "exact", kind="wrong_precision")
     add("bf16_position", round_to_bits(pos, BF16_BITS, "down"),
         "You truncated. A cast rounds to the NEAREST representable value (ties to even).",
-        "truncated")
+        "truncated", kind="rounding")
     add("bf16_position", round_to_bits(pos, BF16_BITS, "up"),
         "You rounded up. A cast rounds to the NEAREST representable value (ties to even).",
-        "rounded_up")
+        "rounded_up", kind="rounding")
     add("bf16_position", round_to_bits(pos, BF16_BITS + 1),
         f"That keeps {BF16_BITS + 1} significant bits. BF16 stores {BF16_BITS - 1} mantissa bits "
-        f"plus the implicit leading one: {BF16_BITS}.", "nine_bits")
+        f"plus the implicit leading one: {BF16_BITS}.", "nine_bits", kind="wrong_precision")
     add("bf16_position", round_to_bits(pos, BF16_BITS - 1),
         f"That keeps {BF16_BITS - 1} significant bits: the {BF16_BITS - 1} stored mantissa bits "
-        "also get the implicit leading one.", "seven_bits")
+        "also get the implicit leading one.", "seven_bits", kind="wrong_precision")
     add("bf16_position", round_to_bits(pos, FP16_BITS),
         f"That is {FP16_BITS} significant bits (FP16 or TF32). BF16 keeps {BF16_BITS}.",
-        "fp16_bits")
+        "fp16_bits", kind="wrong_precision")
 
     # -- scrambled_pairs --------------------------------------------------------------------------
     cnt = s["scrambled_pairs"].value
     theta, worst = m.rope_theta, s["max_error"]
     add("scrambled_pairs", scrambled(theta, d, s["pos_abs_error"]),
         f"You used this position's own error ({s['pos_abs_error']}). The part asks for the worst "
-        f"error in its range, half the spacing: {worst}.", "own_error")
+        f"error in its range, half the spacing: {worst}.", "own_error", kind="wrong_scope")
     add("scrambled_pairs", scrambled(theta, d, s["spacing"]),
         f"The error is at most half the spacing ({worst}), not the spacing itself: a cast "
-        "rounds to the nearest value.", "full_spacing")
+        "rounds to the nearest value.", "full_spacing", kind="rounding")
     add("scrambled_pairs", scrambled(theta, d, worst, 2 * math.pi),
         "A pair is lost once its angle can be off by more than pi: past half a turn the "
-        "rotation can land anywhere on the circle.", "two_pi")
+        "rotation can land anywhere on the circle.", "two_pi", kind="misread_mechanism")
     add("scrambled_pairs", scrambled(theta, d, worst, pairs_exponent=d),
         f"The exponent is -2i/D = -i/{d // 2}: the {d // 2} pairs share the range, not {d} of "
-        "them.", "exponent_over_d")
+        "them.", "exponent_over_d", kind="misread_mechanism")
     add("scrambled_pairs", s["pairs"] - cnt,
-        "That counts the pairs that survive, not the scrambled ones.", "complement")
+        "That counts the pairs that survive, not the scrambled ones.", "complement",
+        kind="inverted")
     add("scrambled_pairs", 2 * cnt,
-        f"Count pairs, not dimensions: a head of {d} has {d // 2} pairs.", "dimensions")
+        f"Count pairs, not dimensions: a head of {d} has {d // 2} pairs.", "dimensions",
+        kind="misread_mechanism")
     if theta != ORIGINAL_ROPE_BASE:
         add("scrambled_pairs", scrambled(ORIGINAL_ROPE_BASE, d, worst),
             f"You used the original RoPE base, {ORIGINAL_ROPE_BASE:,.0f}. This model's "
-            f"rope_theta is {theta:,.0f}.", "base_10000")
+            f"rope_theta is {theta:,.0f}.", "base_10000", kind="misread_mechanism")
 
     # -- culprit ----------------------------------------------------------------------------------
     out.append(Mistake(
         "culprit", "bf16_cossin",
         f"BF16 cos/sin values are off by at most 2^-{BF16_BITS} of their size: a mild, bounded "
         "error that cannot move a token by hundreds of positions. The angle inputs can.",
-        "cos_sin"))
+        "cos_sin", kind="wrong_precision"))
     out.append(Mistake(
         "culprit", "bf16_qk",
         "Q and K are BF16 in every production engine and attention works fine; the rotation "
-        "itself is done in FP32 registers. The damage is in the angle, not the vectors.", "qk"))
+        "itself is done in FP32 registers. The damage is in the angle, not the vectors.", "qk",
+        kind="wrong_precision"))
     out.append(Mistake(
         "culprit", "fp32_angles",
         f"FP32 is exact for integer positions up to 2^{FP32_BITS}; its angles are off by about "
         f"{s['fp32_phase_rad']:.3f} rad here, against a BF16 position error of {worst} "
-        "positions. FP64 is not needed.", "fp64"))
+        "positions. FP64 is not needed.", "fp64", kind="wrong_precision"))
     out.append(Mistake(
         "culprit", "fp16_positions",
         f"FP16 would be worse for long contexts: exact only up to {1 << FP16_BITS:,} and "
         f"infinite past {FP16_MAX:,.0f}. The fix is FP32 angles from integer positions.",
-        "fp16"))
+        "fp16", kind="wrong_precision"))
     return out
 
 

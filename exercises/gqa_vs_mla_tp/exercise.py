@@ -340,71 +340,78 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add = Slips(s, TOLERANCE, out, accept_floor=1e-9, merge_floor=1e-9, skip=nonpositive).add
 
     # -- gqa_token ----------------------------------------------------------------------------
-    add("gqa_token", g_tok / 2, "Half the reference: every layer caches K and V.", "k_only")
+    add("gqa_token", g_tok / 2, "Half the reference: every layer caches K and V.", "k_only",
+        kind="k_without_v")
     add("gqa_token", g_tok * gq.q_heads / gq.kv_heads,
         f"You used the {gq.q_heads} query heads; only the {gq.kv_heads} KV heads are cached.",
-        "q_heads")
+        "q_heads", kind="q_vs_kv_heads")
     add("gqa_token", s["gqa_layer"],
-        f"That is one layer. All {gq.layers} layers keep their own K and V.", "one_layer")
+        f"That is one layer. All {gq.layers} layers keep their own K and V.", "one_layer",
+        kind="one_layer")
     add("gqa_token", g_tok * 2, "Twice the reference: the cache is BF16, 2 bytes per element.",
-        "fp32")
+        "fp32", kind="wrong_precision")
 
     # -- mla_token ----------------------------------------------------------------------------
     add("mla_token", m_tok * 2,
         "Twice the reference: MLA caches one latent row per token per layer, used as both key "
-        "and value. There is no separate V.", "k_and_v")
+        "and value. There is no separate V.", "k_and_v", kind="k_without_v")
     add("mla_token", s["d_c"] * s["mla_layers"] * KV_BYTES,
         f"You left out the {s['d_r']}-wide RoPE key, which is cached next to the latent.",
-        "no_rope")
+        "no_rope", kind="miscounted_term")
     add("mla_token", s["mla_layer"],
-        f"That is one layer. All {s['mla_layers']} layers keep their own latent.", "one_layer")
+        f"That is one layer. All {s['mla_layers']} layers keep their own latent.", "one_layer",
+        kind="one_layer")
     add("mla_token", m_tok / 2, "Half the reference: the latent is BF16, 2 bytes per element.",
-        "fp8")
+        "fp8", kind="wrong_precision")
 
     # -- gqa_gpu ------------------------------------------------------------------------------
     if s["replicated"]:
         add("gqa_gpu", g_tok / tp,
             f"TP{tp} is more than the {gq.kv_heads} KV heads, so heads cannot be split further: "
             f"each GPU keeps one whole head (vLLM: max(1, heads / TP)), and each head is stored "
-            f"on {s['copies']} GPUs.", "split_past_heads")
+            f"on {s['copies']} GPUs.", "split_past_heads", kind="q_vs_kv_heads")
     add("gqa_gpu", g_tok,
         f"That is the whole model. TP{tp} gives each GPU {s['heads_gpu']} of the "
-        f"{gq.kv_heads} KV heads, and it stores only those.", "not_split")
+        f"{gq.kv_heads} KV heads, and it stores only those.", "not_split", kind="forgot_tp")
     add("gqa_gpu", g_gpu / 2, "Half the reference: each GPU caches K and V for its heads.",
-        "k_only")
+        "k_only", kind="k_without_v")
     add("gqa_gpu", g_gpu / gq.layers,
-        f"That is one layer. The GPU holds its heads in all {gq.layers} layers.", "one_layer")
+        f"That is one layer. The GPU holds its heads in all {gq.layers} layers.", "one_layer",
+        kind="one_layer")
     add("gqa_gpu", g_gpu * 2, "Twice the reference: the cache is BF16, 2 bytes per element.",
-        "fp32")
+        "fp32", kind="wrong_precision")
 
     # -- mla_gpu ------------------------------------------------------------------------------
     add("mla_gpu", m_tok / tp,
         f"MLA has no KV heads to split. Each GPU runs some of the query heads, and every head "
-        f"reads the whole latent, so all {m_tok:,.0f} B sit on every GPU.", "split_like_gqa")
+        f"reads the whole latent, so all {m_tok:,.0f} B sit on every GPU.", "split_like_gqa",
+        kind="q_vs_kv_heads")
     add("mla_gpu", m_gpu * 2,
-        "Twice the reference: one latent row per token per layer, not a K and a V.", "k_and_v")
+        "Twice the reference: one latent row per token per layer, not a K and a V.", "k_and_v",
+        kind="k_without_v")
     add("mla_gpu", s["mla_layer"],
         f"That is one layer; the GPU holds the latent of all {s['mla_layers']} layers.",
-        "one_layer")
+        "one_layer", kind="one_layer")
     add("mla_gpu", m_gpu / 2, "Half the reference: the latent is BF16, 2 bytes per element.",
-        "fp8")
+        "fp8", kind="wrong_precision")
 
     # -- mla_sessions -------------------------------------------------------------------------
     cap = s["mla_cap"]
     add("mla_sessions", float(math.floor(s["naive_mla_cap"])),
         f"That splits the latent {tp} ways. Every GPU holds the whole latent of every session, "
-        "so one GPU's budget sets the count.", "split_like_gqa")
+        "so one GPU's budget sets the count.", "split_like_gqa", kind="q_vs_kv_heads")
     add("mla_sessions", float(round(cap)),
         f"You rounded {cap:.2f} up. A session that does not fit whole cannot be admitted.",
-        "rounded_up")
+        "rounded_up", kind="rounding")
     add("mla_sessions", float(math.floor(cap / 2)),
-        "Half the reference: one latent row per token per layer, not a K and a V.", "k_and_v")
+        "Half the reference: one latent row per token per layer, not a K and a V.", "k_and_v",
+        kind="k_without_v")
     add("mla_sessions", float(math.floor(cap * p["context_k"] * 1024 / (p["context_k"] * 1000))),
         f"A {p['context_k']}K session is {p['context_k'] * 1024:,} tokens, not "
-        f"{p['context_k'] * 1000:,}.", "k_as_1000")
+        f"{p['context_k'] * 1000:,}.", "k_as_1000", kind="unit_slip")
     add("mla_sessions", float(math.floor(s["mla_budget"] * 1e9 / (s["context"] * g_gpu))),
         f"You used the GQA model's per-GPU bytes; {MLA_MODEL} stores {m_gpu:,.0f} B per token on "
-        "every GPU.", "gqa_bytes")
+        "every GPU.", "gqa_bytes", kind="q_vs_kv_heads")
 
     # -- which_fits ---------------------------------------------------------------------------
     explain = (f"{p['sessions']} sessions of {s['context']:,} tokens need "
@@ -413,7 +420,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                f"GPU on {p['gqa_model']} (budget {s['gqa_budget']:.1f} GB, {s['gqa_verdict']}).")
     for option in ("both", "gqa_only", "mla_only", "neither"):
         if option != s["which_fits"]:
-            out.append(Mistake("which_fits", option, explain, f"not_{option}"))
+            # A wrong verdict comes from splitting the two caches alike under TP.
+            out.append(Mistake("which_fits", option, explain, f"not_{option}",
+                               kind="q_vs_kv_heads"))
     return out
 
 

@@ -239,52 +239,53 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     add("long_prefill", linear_s,
         f"You left out attention. At {n:,} tokens the causal attention adds "
-        f"{s['attn_pct']:.0f} % to the weight FLOPs.", "no_attention")
+        f"{s['attn_pct']:.0f} % to the weight FLOPs.", "no_attention", kind="miscounted_term")
     add("long_prefill", linear_s + 2 * attn_s,
         "You counted full (bidirectional) attention, 4·L·n²·d_q. The prompt is causal: each "
-        "token attends only to the ones before it, which halves that term.", "not_causal")
+        "token attends only to the ones before it, which halves that term.", "not_causal",
+        kind="miscounted_term")
     add("long_prefill", t_long * p["mfu"],
         f"That is the time at 100 % of peak. The statement says prefill runs at "
-        f"{s['mfu_pct']:.0f} % MFU.", "no_mfu")
+        f"{s['mfu_pct']:.0f} % MFU.", "no_mfu", kind="peak_vs_achievable")
     add("long_prefill", t_long / 2,
         "Half the reference: that is the sparse tensor rate. Prefill runs dense BF16, half the "
-        "rate datasheets print with 2:4 sparsity.", "sparse_rate")
+        "rate datasheets print with 2:4 sparsity.", "sparse_rate", kind="peak_vs_achievable")
     add("long_prefill", linear_s / 2 + attn_s,
         "You counted one FLOP per parameter per token. A multiply-add is 2 FLOPs, so the weights "
-        "cost 2P per token.", "one_flop")
+        "cost 2P per token.", "one_flop", kind="flop_counting")
     if tp > 1:
         add("long_prefill", t_long * tp,
             f"That is one GPU's compute. Under TP{tp} all {tp} GPUs work on the prompt.",
-            "one_gpu")
+            "one_gpu", kind="forgot_tp")
 
     fcfs = s["fcfs_mean_s"]
     add("fcfs_mean", s["fcfs_short_s"],
         f"That is a short request's TTFT. The mean is over all {k + 1} requests, and the long "
-        "one finishes first.", "shorts_only")
+        "one finishes first.", "shorts_only", kind="mean_vs_tail")
     add("fcfs_mean", (t_long + k * t_long + t_short * k * (k + 1) / 2) / (k + 1),
         f"You prefilled the short prompts one per step. They fit the budget together, so the "
         f"engine runs all {k} in one step and they all get their first token at its end.",
-        "serial_shorts")
+        "serial_shorts", kind="misread_mechanism")
     add("fcfs_mean", t_long,
         "You counted the wait behind the long prompt but not the step that prefills the short "
-        "ones themselves.", "no_own_prefill")
+        "ones themselves.", "no_own_prefill", kind="miscounted_term")
     add("fcfs_mean", (linear_s + k * (linear_s + t_shorts)) / (k + 1),
         "Your long prefill leaves out its causal attention, which is a large share at this "
-        "length.", "no_attention")
+        "length.", "no_attention", kind="miscounted_term")
 
     sjf = s["sjf_mean_s"]
     add("sjf_mean", t_shorts,
         f"That is the short requests' TTFT. The mean is over all {k + 1}, including the long one, "
-        "which now waits for them.", "shorts_only")
+        "which now waits for them.", "shorts_only", kind="mean_vs_tail")
     add("sjf_mean", (k * t_shorts + t_long) / (k + 1),
         "The long prompt now starts after the short ones: its TTFT is their step plus its own "
-        "prefill, not its prefill alone.", "long_not_delayed")
+        "prefill, not its prefill alone.", "long_not_delayed", kind="misread_mechanism")
     add("sjf_mean", (t_short * k * (k + 1) / 2 + t_shorts + t_long) / (k + 1),
         f"You prefilled the short prompts one per step. All {k} fit the budget at once, so they "
-        "share one step.", "serial_shorts")
+        "share one step.", "serial_shorts", kind="misread_mechanism")
     add("sjf_mean", fcfs,
         "That is the FCFS mean from the previous part: with the short prompts first, the long "
-        "one no longer holds them up.", "fcfs")
+        "one no longer holds them up.", "fcfs", kind="wrong_scope")
     del sjf
 
     feedback = {
@@ -299,7 +300,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                    "requests get the budget first.",
     }
     for option, text in feedback.items():
-        out.append(Mistake("two_halves", option, text, option))
+        out.append(Mistake("two_halves", option, text, option, kind="misread_mechanism"))
     return out
 
 

@@ -321,24 +321,26 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     out += [
         Mistake("rate_formula", "n*kappa",
                 "That is the bytes one request leaves behind, not a rate. Divide by the prefill "
-                "time, n·2P/(F·M) on one GPU, and see what happens to n.", "bytes_not_rate"),
+                "time, n·2P/(F·M) on one GPU, and see what happens to n.", "bytes_not_rate",
+                kind="wrong_scope"),
         Mistake("rate_formula", "kappa*F*M/P",
                 "A token costs 2 FLOPs per active parameter (a multiply and an add): 2P, not P.",
-                "one_flop"),
+                "one_flop", kind="flop_counting"),
         Mistake("rate_formula", "kappa*F/(2*P)",
                 "You ran the GPU at 100 % of peak. The prefill runs at MFU M, so multiply by M.",
-                "no_mfu"),
+                "no_mfu", kind="peak_vs_achievable"),
         Mistake("rate_formula", "N*kappa*F*M/(2*P)",
                 "That is the whole instance. Each of the N GPUs holds 1/N of the KV heads and does "
-                "1/N of the FLOPs, so per GPU the N cancels.", "instance"),
+                "1/N of the FLOPs, so per GPU the N cancels.", "instance", kind="forgot_tp"),
         Mistake("rate_formula", "kappa*F*M/(2*P*N)",
                 "You divided by N twice. Each GPU does 1/N of the FLOPs and ships 1/N of the bytes; "
-                "the two N cancel.", "double_n"),
+                "the two N cancel.", "double_n", kind="forgot_tp"),
         Mistake("rate_formula", "2*P/(kappa*F*M)",
-                "Upside down: that is seconds per byte. The rate is bytes over time.", "inverted"),
+                "Upside down: that is seconds per byte. The rate is bytes over time.", "inverted",
+                kind="inverted"),
         Mistake("rate_formula", "kappa*F*M/(6*P)",
                 "6P per token is the training rule (forward and backward). Prefill is a forward "
-                "pass: 2P.", "training"),
+                "pass: 2P.", "training", kind="flop_counting"),
     ]
 
     # -- row A ----------------------------------------------------------------------------------
@@ -346,27 +348,29 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     if a["n_gpus"] > 1:
         add("rate_a", ra * a["n_gpus"],
             f"That is the whole {a['n_gpus']}-GPU instance. Per GPU the count cancels: each GPU "
-            "produces 1/N of the bytes with 1/N of the work.", "instance")
+            "produces 1/N of the bytes with 1/N of the work.", "instance", kind="forgot_tp")
         add("rate_a", ra / a["n_gpus"],
             f"You divided the bytes by {a['n_gpus']} GPUs but gave the work to one GPU (or divided "
-            "twice). The GPU count cancels.", "double_n")
+            "twice). The GPU count cancels.", "double_n", kind="forgot_tp")
     add("rate_a", ra * 8,
-        "Eight times the reference: that is gigabits per second. The part asks GB/s.", "gbit")
+        "Eight times the reference: that is gigabits per second. The part asks GB/s.", "gbit",
+        kind="bits_vs_bytes")
     add("rate_a", ra / mfu,
-        f"You ran prefill at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"You ran prefill at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
     other = 2.0 if a["precision"] == "BF16" else 0.5
     add("rate_a", ra * other,
         f"Row A runs its prefill GEMMs in {a['precision']}; you used the "
         f"{'FP8' if a['precision'] == 'BF16' else 'BF16'} rate (or a sparse datasheet figure).",
-        "wrong_precision")
+        "wrong_precision", kind="wrong_precision")
     add("rate_a", ra * 2,
         "Twice the reference: one FLOP per parameter instead of two, or the sparse tensor rate.",
-        "one_flop")
+        "one_flop", kind="flop_counting")
     add("rate_a", ra / 2, "Half the reference: you counted K but not V, or 4 FLOPs per parameter.",
-        "half")
+        "half", kind="k_without_v")
     add("rate_a", s["rate_long"].value,
         "That includes attention at the long prompt; this part ignores attention (part 3 adds it).",
-        "with_attention")
+        "with_attention", kind="miscounted_term")
 
     # -- row A with attention -------------------------------------------------------------------
     rl = s["rate_long"].value
@@ -375,76 +379,83 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("rate_long", ra,
         "That is the rate without attention. At this prompt length attention adds "
         f"{s['attn_pct']:.0f} % to each token's FLOPs but no bytes, so the rate is lower.",
-        "no_attention")
+        "no_attention", kind="miscounted_term")
     add("rate_long", _rate(kappa, flops, mfu, active, 2 * attn) / 1e9,
         "You counted attention as 4·L·n²·d_q, the full square. Causal attention computes only "
-        "the lower triangle: 2·L·n²·d_q, so 2·L·n·d_q per token.", "full_square")
+        "the lower triangle: 2·L·n²·d_q, so 2·L·n·d_q per token.", "full_square",
+        kind="miscounted_term")
     add("rate_long", _rate(kappa, flops, mfu, active, attn / 2) / 1e9,
         "You halved attention twice. The causal prompt costs 2·L·n²·d_q in total, which is "
-        "2·L·n·d_q per token on average.", "quarter")
+        "2·L·n·d_q per token on average.", "quarter", kind="miscounted_term")
     if a["n_gpus"] > 1:
         add("rate_long", rl * a["n_gpus"],
-            f"That is the whole {a['n_gpus']}-GPU instance; the part asks per GPU.", "instance")
+            f"That is the whole {a['n_gpus']}-GPU instance; the part asks per GPU.", "instance",
+            kind="forgot_tp")
     add("rate_long", rl / mfu,
-        f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu")
-    add("rate_long", rl * 8, "Gigabits, not gigabytes: divide by 8.", "gbit")
+        f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu", kind="peak_vs_achievable")
+    add("rate_long", rl * 8, "Gigabits, not gigabytes: divide by 8.", "gbit", kind="bits_vs_bytes")
 
     # -- the fastest row ------------------------------------------------------------------------
     rw = s["rate_worst"].value
     fast = next(r for r in rows if r["letter"] == s["fastest"])
     if fast["n_gpus"] > 1:
         add("rate_worst", rw * fast["n_gpus"],
-            f"That is row {fast['letter']}'s whole instance; the link is per GPU.", "instance")
+            f"That is row {fast['letter']}'s whole instance; the link is per GPU.", "instance",
+            kind="forgot_tp")
     if fast["precision"] == "FP8":
         add("rate_worst", rw / 2,
-            f"Row {fast['letter']} runs FP8 prefill; you used the BF16 rate.", "bf16_rate")
+            f"Row {fast['letter']} runs FP8 prefill; you used the BF16 rate.", "bf16_rate",
+            kind="wrong_precision")
     else:
         add("rate_worst", rw * 2,
             f"Row {fast['letter']} runs BF16 prefill; you used the FP8 (or a sparse) rate.",
-            "fp8_rate")
+            "fp8_rate", kind="wrong_precision")
     if fast["is_moe"]:
         add("rate_worst", rw * fast["active_b"] / fast["total_b"],
             f"You used all {_fmt_b(fast['total_b'])} parameters. A token runs through its active "
-            f"ones only, {_fmt_b(fast['active_b'])}.", "total_params")
-    add("rate_worst", rw / mfu, f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu")
+            f"ones only, {_fmt_b(fast['active_b'])}.", "total_params", kind="misread_mechanism")
+    add("rate_worst", rw / mfu, f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu",
+        kind="peak_vs_achievable")
     for r in rows:
         if r is fast:
             continue
         add("rate_worst", r["rate_gbs"],
             f"That is row {r['letter']}. Row {fast['letter']} emits faster: compare κ·F·MFU/(2P) "
             "across every row, not just the biggest GPU or the smallest model.",
-            f"row_{r['id']}")
+            f"row_{r['id']}", kind="misread_mechanism")
     # MoE rows priced at their total parameters: a different row may look fastest.
     totals = {r["id"]: r["rate_gbs"] * (r["active_b"] / r["total_b"] if r["is_moe"] else 1)
               for r in rows}
     top_total = max(totals.values())
     add("rate_worst", top_total,
         "You priced the mixture-of-experts rows at their total parameters. Prefill FLOPs follow "
-        "the active parameters.", "moe_total")
+        "the active parameters.", "moe_total", kind="misread_mechanism")
 
     # -- which rows break the link ---------------------------------------------------------------
     budget = s["budget_gbs"]
     ref_set = set(s["breakers"])
-    alt_sets: list[tuple[list[str], str, str]] = [
+    alt_sets: list[tuple[list[str], str, str, str]] = [
         ([r["id"] for r in rows if r["rate_gbs"] * r["n_gpus"] > budget],
          "You compared each instance's total emission with one GPU's link. Each GPU ships its own "
-         "share over its own NIC (or its share of a port): compare per GPU.", "instance"),
+         "share over its own NIC (or its share of a port): compare per GPU.", "instance",
+         "forgot_tp"),
         ([r["id"] for r in rows if totals[r["id"]] > budget],
          "You used the total parameters for the mixture-of-experts rows, which makes them look "
-         "slow. Their few active parameters are what make them emit fast.", "moe_total"),
+         "slow. Their few active parameters are what make them emit fast.", "moe_total",
+         "misread_mechanism"),
         ([r["id"] for r in rows if r["rate_gbs"] * 1e9 > s["link_gbs"] * 1e9],
          f"You gave each GPU the whole port. Here {p['gpus_per_nic']} GPUs share one, so each "
-         f"gets {budget:.3g} GB/s.", "whole_port"),
+         f"gets {budget:.3g} GB/s.", "whole_port", "forgot_tp"),
         ([r["id"] for r in rows if r["rate_gbs"] > budget * 8],
          f"You read {s['link_gbit']:g} Gb/s as gigabytes. In bytes it is {s['link_gbs']:g} GB/s.",
-         "bits_as_bytes"),
+         "bits_as_bytes", "bits_vs_bytes"),
     ]
     seen: list[set[str]] = [ref_set]
-    for ids, feedback, name in alt_sets:
+    for ids, feedback, name, kind in alt_sets:
         if not ids or set(ids) in seen or (name == "whole_port" and p["gpus_per_nic"] == 1):
             continue
         seen.append(set(ids))
-        out.append(Mistake("breakers", sorted(ids), feedback, name))
+        out.append(Mistake("breakers", sorted(ids), feedback, name, kind))
     # Every row: the answer that ticks all of them (bandwidth panic).
     everything = [r["id"] for r in rows]
     if set(everything) not in seen:
@@ -452,21 +463,21 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         out.append(Mistake("breakers", everything,
                            "Not every row breaks it. Gigabytes per request is not the question; "
                            "the per-GPU rate κ·F·MFU/(2P) is, and it spans two orders of magnitude "
-                           "across these rows.", "all"))
+                           "across these rows.", "all", kind="misread_mechanism"))
 
     # -- the levers ------------------------------------------------------------------------------
     out += [
         Mistake("levers", [*LEVERS_UP, "longer_prompt"],
                 "Longer prompts do not raise the rate: the bytes and the linear FLOPs grow "
                 "together, and attention adds FLOPs without bytes, so R falls slowly with n.",
-                "longer_prompt"),
+                "longer_prompt", kind="misread_mechanism"),
         Mistake("levers", [*LEVERS_UP, "more_tp"],
                 "More GPUs per instance do not raise the per-GPU rate: each GPU does 1/N of the "
-                "work and ships 1/N of the bytes, so N cancels.", "more_tp"),
+                "work and ships 1/N of the bytes, so N cancels.", "more_tp", kind="forgot_tp"),
         Mistake("levers", [lv for lv in LEVERS_UP if lv != "fewer_active"],
                 "Fewer active parameters at the same KV per token means less work per byte of "
                 "KV, so the KV comes out faster (Qwen3-30B-A3B against a dense 30B).",
-                "missed_moe"),
+                "missed_moe", kind="misread_mechanism"),
     ]
     return out
 

@@ -389,7 +389,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     w = s["weights_gb"] * 1e9
     add("pool_blocks", math.floor((p["util"] * s["total_gib"] * 1e9 - w - reserved) / bb),
         f"You read the {s['total_gib']:.2f} GiB of the GPU as {s['total_gib']:.2f} GB (10^9 B). "
-        "The memory budget is in GiB: 0.9 x total GiB.", "gb_not_gib")
+        "The memory budget is in GiB: 0.9 x total GiB.", "gb_not_gib", kind="gb_vs_gib")
     driver = (f"vLLM multiplies gpu_memory_utilization by the total the CUDA driver reports to "
               f"the process, {s['driver_mib']:,.0f} MiB = {s['total_gib']:.2f} GiB (the "
               "total_gpu_memory its start-up log prints).")
@@ -397,84 +397,89 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         add("pool_blocks", math.floor((round(p["util"] * s["reported_gib"], 4) * GIB - w
                                        - reserved) / bb),
             f"That starts from the {s['reported_mib']:,.0f} MiB nvidia-smi shows. {driver}",
-            "nvidia_smi")
+            "nvidia_smi", kind="gb_vs_gib")
         whole = round(s["reported_gib"])
         add("pool_blocks", math.floor((round(p["util"] * whole, 4) * GIB - w - reserved) / bb),
-            f"That starts from a round {whole} GiB. {driver}", "round_total")
+            f"That starts from a round {whole} GiB. {driver}", "round_total", kind="gb_vs_gib")
     add("pool_blocks", math.floor((s["requested_gib"] * GIB - w - reserved + p["graphs_gib"] * GIB)
                                   / bb),
         f"You left out the {p['graphs_gib']} GiB CUDA-graph estimate; this vLLM subtracts it "
-        "before sizing the pool.", "no_graphs")
+        "before sizing the pool.", "no_graphs", kind="miscounted_term")
     add("pool_blocks", math.floor((s["total_gib"] * GIB - w - reserved) / bb),
         f"You used all {s['total_gib']:.2f} GiB. vLLM works inside gpu_memory_utilization x "
-        f"total = {s['requested_gib']:g} GiB.", "no_util")
+        f"total = {s['requested_gib']:g} GiB.", "no_util", kind="peak_vs_achievable")
     add("pool_blocks", math.floor((s["requested_gib"] * GIB - s["weights_gb"] * GIB - reserved)
                                   / bb),
         f"The weights are {s['weights_gb']} GB = {s['weights_gib']:.2f} GiB; you subtracted "
-        f"{s['weights_gb']} GiB.", "weights_gib")
+        f"{s['weights_gb']} GiB.", "weights_gib", kind="gb_vs_gib")
     add("pool_blocks", s["pool_tokens"],
-        f"That is the pool in tokens. The part asks for {B}-token blocks.", "tokens")
+        f"That is the pool in tokens. The part asks for {B}-token blocks.", "tokens",
+        kind="unit_slip")
 
     t = s["exhaust_step"].value
     add("exhaust_step", t + 1,
         f"One step late. At decode step t a request writes the KV of the token sampled at step "
         f"t - 1, so it holds prompt + t = {P} + t tokens; the first t where {n} x "
         f"blocks({P} + t) exceeds the pool of part 1 is {t}. (Counting tokens instead of blocks, "
-        "or numbering the prefill as step 1, also lands here.)", "off_by_one")
+        "or numbering the prefill as step 1, also lands here.)", "off_by_one", kind="rounding")
     add("exhaust_step", s["exhaust_ctx"],
         f"That is the context length at which the pool runs dry ({P} + {t}). The part asks for "
-        "the decode step: tokens generated after the prompt.", "context_not_step")
+        "the decode step: tokens generated after the prompt.", "context_not_step",
+        kind="wrong_scope")
     add("exhaust_step", max(1, t - 1),
         f"One step early: at step {t - 1} the {n} requests need {n} x {s['per_req_blocks']} = "
         f"{s['exhaust_prev_need']:,} blocks, which still fit in the pool of part 1.",
-        "early")
+        "early", kind="rounding")
 
     add("cap_worst", s["cap_mean_n"],
         f"That uses the mean reply ({p['out_mean']:,} tokens). A cap that can never preempt must "
         f"hold every request at its longest: {P:,} + {p['out_max']:,} tokens. (Dropping the "
-        "prompt from the footprint can land here too.)", "mean_reply")
+        "prompt from the footprint can land here too.)", "mean_reply", kind="mean_vs_tail")
     add("cap_worst", s["pool_blocks"].value // s["prompt_blocks"],
         f"That counts only the prompts ({s['prompt_blocks']} blocks each): it is exactly what "
-        "current-length admission sees, and why it over-admits.", "prompt_only")
+        "current-length admission sees, and why it over-admits.", "prompt_only",
+        kind="miscounted_term")
     add("cap_worst", s["pool_blocks"].value // _blocks(P + p["out_max"] // 2, B),
         "That uses the average footprint over a maximal reply (prompt + max/2). Averages are "
-        "fine for a steady-state estimate, but they do not guarantee no preemption.", "half_max")
+        "fine for a steady-state estimate, but they do not guarantee no preemption.", "half_max",
+        kind="mean_vs_tail")
     add("cap_worst", round(s["cap_worst_frac"]),
         f"The pool of part 1 over {s['worst_blocks']} blocks a request is {s['cap_worst_frac']:.2f}: "
-        "round down, a fraction of a request does not fit.", "rounded_up")
+        "round down, a fraction of a request does not fit.", "rounded_up", kind="rounding")
 
     cap = s["cap_capacity"].value
     n_w = s["cap_worst_n"]
     add("cap_capacity", cap * p["out_mean"] / p["out_max"],
         f"You used the longest reply ({p['out_max']:,} tokens) as the service time. Throughput "
-        f"depends on the mean reply, {p['out_mean']:,} tokens.", "max_reply")
+        f"depends on the mean reply, {p['out_mean']:,} tokens.", "max_reply", kind="mean_vs_tail")
     t_w = s["weights_read_ms"] / 1e3
     add("cap_capacity", n_w / (p["out_mean"] * t_w),
         "You timed a step by the weights alone. At part 3's cap every request in the step also "
         f"reads its KV, {s['ctx_mean']:,.0f} tokens on average, which more than doubles it.",
-        "no_kv_read")
+        "no_kv_read", kind="miscounted_term")
     add("cap_capacity", cap / p["eta"],
         f"You used the full {s['hbm_tbps']} TB/s. The statement says a decode step reaches "
-        f"{s['eta_pct']:.0f} % of it.", "no_eta")
+        f"{s['eta_pct']:.0f} % of it.", "no_eta", kind="peak_vs_achievable")
     add("cap_capacity", queue_row(p, n)["capacity"],
         f"That is the capacity of {n} slots, but {n} requests do not fit: use part 3's cap.",
-        "uncapped")
+        "uncapped", kind="misread_mechanism")
     add("cap_capacity", n_w / s["service_worst_s"] * p["out_mean"],
         "That is tokens per second, not requests per second: divide by the mean reply.",
-        "tokens_per_s")
+        "tokens_per_s", kind="unit_slip")
 
     out.append(Mistake("next_check", "raise_util",
                        "That is a change, not a check. Confirm the diagnosis first: the pool can "
                        "also look full because of a leak or a prefix cache, and more blocks only "
-                       "move the dry point by a few steps.", "raise_util"))
+                       "move the dry point by a few steps.", "raise_util",
+                       kind="misread_mechanism"))
     out.append(Mistake("next_check", "startup_log",
                        "The start-up line tells you the pool size, which you already computed. "
                        "It cannot show what happens later: the preemptions during decoding.",
-                       "startup_log"))
+                       "startup_log", kind="misread_mechanism"))
     out.append(Mistake("next_check", "profile",
                        "A kernel profile would show slow steps, not why: the engine is doing "
                        "recompute work because requests keep being preempted. The counters say "
-                       "that directly.", "profile"))
+                       "that directly.", "profile", kind="misread_mechanism"))
     return out
 
 

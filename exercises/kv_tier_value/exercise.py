@@ -30,7 +30,7 @@ from exercises.catalog import drive, gpu, link, model
 from exercises.coinciding import coinciding
 from exercises.drawing import choose, draw_sensible
 from exercises.feasibility import Claim, Fits
-from exercises.slips import Slips, near, tolerances
+from exercises.slips import Slips, join_kinds, near, tolerances
 from exercises.spec import Mistake, Quantity
 
 TOLERANCE = tolerances(__file__)  # the number parts' tolerances, from exercise.toml
@@ -276,43 +276,43 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     rc, fe = s["big_recompute_us"], s["big_dram_fetch_us"]
     add("dram_value", rc * NODE_GPUS - fe,
         f"You priced the recompute on one GPU. The replica's {NODE_GPUS} GPUs share it.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("dram_value", rc - fe * NODE_GPUS,
         f"You pushed the whole token's KV through one PCIe link. Each of the {NODE_GPUS} GPUs "
-        "fetches its own shard over its own link.", "one_link")
+        "fetches its own shard over its own link.", "one_link", kind="forgot_tp")
     add("dram_value", rc * mfu - fe,
         f"You ran the recompute at 100 % of peak; the stated MFU is {s['mfu_pct']:.0f} %.",
-        "no_mfu")
+        "no_mfu", kind="peak_vs_achievable")
     add("dram_value", rc - fe * s["host_gbs"] / s["host_raw_gbs"],
         f"You used the raw {s['host_raw_gbs']:g} GB/s of PCIe; the statement plans copies at "
-        f"{s['host_gbs']:g} GB/s.", "raw_pcie")
+        f"{s['host_gbs']:g} GB/s.", "raw_pcie", kind="peak_vs_achievable")
     add("dram_value", fe - rc,
         "The sign is reversed: value = recompute avoided minus fetch cost, positive when the "
-        "tier pays.", "sign")
+        "tier pays.", "sign", kind="inverted")
     add("dram_value", rc / 2 - fe,
-        "You used P FLOPs per token; a forward pass costs 2P.", "one_flop")
+        "You used P FLOPs per token; a forward pass costs 2P.", "one_flop", kind="flop_counting")
 
     nv = s["nvme_value"].value
     lf = s["big_local_fetch_us"]
     add("nvme_value", -nv,
         "The sign is reversed: value = recompute avoided minus fetch cost (negative means the "
-        "tier loses).", "sign")
+        "tier loses).", "sign", kind="inverted")
     add("nvme_value", rc - lf / NODE_GPUS,
         f"You gave every GPU the node's whole {s['local_node_gbs']:g} GB/s. The "
         f"{s['drives_word']} {'is' if p['drives'] == 1 else 'are'} shared by all "
         f"{NODE_GPUS} GPUs, so the replica gets {s['local_node_gbs']:g} GB/s in total, not per GPU.",
-        "per_gpu_drive")
+        "per_gpu_drive", kind="forgot_tp")
     add("nvme_value", rc - big.kv_bytes_per_token(2) / (p["drives"] * d.seq_write_gb_per_s * 1e9)
         * 1e6,
         f"You used the drive's write speed ({d.seq_write_gb_per_s:g} GB/s). A fetch reads: "
-        f"{d.seq_read_gb_per_s:g} GB/s.", "write_speed")
+        f"{d.seq_read_gb_per_s:g} GB/s.", "write_speed", kind="misread_mechanism")
     add("nvme_value", rc * NODE_GPUS - lf,
         f"You priced the recompute on one GPU; the replica's {NODE_GPUS} GPUs share it.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("nvme_value", rc * mfu - lf,
         f"You ran the recompute at 100 % of peak; the stated MFU is {s['mfu_pct']:.0f} %.",
-        "no_mfu")
-    add("nvme_value", rc - lf / 2, "You fetched K but not V.", "k_only")
+        "no_mfu", kind="peak_vs_achievable")
+    add("nvme_value", rc - lf / 2, "You fetched K but not V.", "k_only", kind="k_without_v")
 
     need = s["small_node_need_gbs"] * 1e9
     read = d.seq_read_gb_per_s * 1e9
@@ -320,50 +320,54 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("drives_small", math.floor(need / NODE_GPUS / read) + 1,
         f"You let every GPU read the drives at their full rate. The node's {NODE_GPUS} "
         "small-model replicas fetch at once and share the drives: the drives must deliver "
-        f"{NODE_GPUS} × the break-even rate together.", "no_share")
+        f"{NODE_GPUS} × the break-even rate together.", "no_share", kind="forgot_tp")
     add("drives_small", math.floor(need / (d.seq_write_gb_per_s * 1e9)) + 1,
         f"You sized by the write speed ({d.seq_write_gb_per_s:g} GB/s). Fetching reads: "
-        f"{d.seq_read_gb_per_s:g} GB/s per drive.", "write_speed")
+        f"{d.seq_read_gb_per_s:g} GB/s per drive.", "write_speed", kind="misread_mechanism")
     add("drives_small", s["drives_big"],
         "That is what the big model needs. The small model does far less work per byte of KV, "
-        "so its break-even bandwidth is higher.", "big_model")
+        "so its break-even bandwidth is higher.", "big_model", kind="misread_mechanism")
     add("drives_small", ref_d - 1,
-        "One short: that many drives still deliver less than break-even. Round up.", "round_down")
+        "One short: that many drives still deliver less than break-even. Round up.", "round_down",
+        kind="rounding")
     add("drives_small", math.floor(need / mfu / read) + 1,
         f"You ran the recompute at 100 % of peak; at {s['mfu_pct']:.0f} % MFU recomputing is "
-        "slower, so fewer drives suffice.", "no_mfu")
+        "slower, so fewer drives suffice.", "no_mfu", kind="peak_vs_achievable")
 
     days = s["ssd_days"].value
     add("ssd_days", s["days_waf1"],
         f"You left out write amplification. Small random block writes cost the flash "
-        f"{p['waf']:g} times the bytes written.", "no_waf")
+        f"{p['waf']:g} times the bytes written.", "no_waf", kind="miscounted_term")
     if s["saturated"]:
         add("ssd_days", days * s["per_drive_gbs"] / s["emit_per_drive_gbs"],
             f"The drive cannot take {s['emit_per_drive_gbs']:.3g} GB/s: it writes at most "
             f"{s['drive_write_gbs']:g} GB/s, and that is the rate that wears it.",
-            "above_ceiling")
+            "above_ceiling", kind="misread_mechanism")
     add("ssd_days", days / d.warranty_years,
         f"TBW covers the whole {d.warranty_years:g}-year warranty: capacity × DWPD × 365 × "
-        f"{d.warranty_years:g}.", "one_year")
+        f"{d.warranty_years:g}.", "one_year", kind="wrong_scope")
     add("ssd_days", days * 2**40 / 1e12,
-        "You read the capacity as TiB. Drive capacities are decimal: 10^12 bytes per TB.", "tib")
+        "You read the capacity as TiB. Drive capacities are decimal: 10^12 bytes per TB.", "tib",
+        kind="gb_vs_gib")
     add("ssd_days", days * p["waf"] ** 2,
         f"You multiplied by the WAF of {p['waf']:g} instead of dividing: amplification wears "
-        "the drive faster.", "waf_inverted")
+        "the drive faster.", "waf_inverted", kind="inverted")
     add("ssd_days", days * NODE_GPUS,
-        "You used one GPU's emission. All eight GPUs of the node prefill and write.", "one_gpu")
+        "You used one GPU's emission. All eight GPUs of the node prefill and write.", "one_gpu",
+        kind="forgot_tp")
 
     # -- which pairs pay --------------------------------------------------------------------------
     ref_set = set(s["tiers"])
 
-    def add_set(ids: list[str], feedback: str, name: str) -> None:
+    def add_set(ids: list[str], feedback: str, name: str, kind: str) -> None:
         if not ids or set(ids) == ref_set:
             return
         for i, old in enumerate(out):
             if old.part == "tiers" and set(old.answer) == set(ids):
-                out[i] = Mistake("tiers", old.answer, coinciding(old.feedback, feedback), old.name)
+                out[i] = Mistake("tiers", old.answer, coinciding(old.feedback, feedback), old.name,
+                                 join_kinds(old.kind, kind))
                 return
-        out.append(Mistake("tiers", ids, feedback, name))
+        out.append(Mistake("tiers", ids, feedback, name, kind))
 
     pairs = s["pairs"]
     # Shared tiers priced as if each GPU got the node's whole bandwidth.
@@ -376,28 +380,29 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add_set(no_share,
             "You gave each GPU the node's whole NVMe bandwidth. The drives and the store's "
             f"per-node bandwidth are shared by all {NODE_GPUS} GPUs, which fetch at once.",
-            "no_share")
+            "no_share", "forgot_tp")
     add_set(list(PAIR_IDS),
             "Not every tier pays. Holding the KV is not enough: a fetch must be faster than the "
-            "recompute it replaces, and that is a bandwidth question, not a capacity one.", "all")
+            "recompute it replaces, and that is a bandwidth question, not a capacity one.", "all",
+            "misread_mechanism")
     add_set(["big_dram", "small_dram"],
             "Flash can pay too: where a model does a lot of work per byte of KV (a big dense "
-            "model), a few GB/s per GPU beats recomputing.", "dram_only")
+            "model), a few GB/s per GPU beats recomputing.", "dram_only", "misread_mechanism")
     add_set([pid for pid in PAIR_IDS if pid.startswith("big")],
             "Host DRAM pays for the small model too: 50 GB/s per GPU is far above its break-even "
-            "bandwidth.", "big_only")
+            "bandwidth.", "big_only", "misread_mechanism")
 
     # -- wear fixes -------------------------------------------------------------------------------
     out += [
         Mistake("wear_fixes", [*FIXES, "warranty"],
                 "The warranty ends at the rated TBW: a drive written past it is worn out and not "
-                "replaced for free.", "warranty"),
+                "replaced for free.", "warranty", kind="misread_mechanism"),
         Mistake("wear_fixes", [*FIXES, "raid1"],
                 "Mirroring writes every block twice: it doubles the wear instead of reducing it.",
-                "raid1"),
+                "raid1", kind="misread_mechanism"),
         Mistake("wear_fixes", [*FIXES, "write_all"],
                 "Writing everything is what wears the drive out in days. Most blocks are never "
-                "read again; admit the ones that will be.", "write_all"),
+                "read again; admit the ones that will be.", "write_all", kind="misread_mechanism"),
     ]
     return out
 

@@ -292,85 +292,91 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     kv = s["kv_size"].value
     add("kv_size", kv / 2, "Half the reference: you counted K but not V. Each layer caches both.",
-        "k_only")
+        "k_only", kind="k_without_v")
     # No GiB entry here on purpose: the number grader itself names a GB/GiB mix-up and gives it
     # half credit, the house rule; a mistake entry would override that with zero.
     add("kv_size", kv * 2, "Twice the reference: the cache is BF16, 2 bytes per element, not 4.",
-        "fp32")
+        "fp32", kind="wrong_precision")
     add("kv_size", kv / tp,
         f"That is one GPU's share (1/{tp} of the heads). The question asks for the whole prompt.",
-        "per_gpu")
+        "per_gpu", kind="forgot_tp")
     add("kv_size", kv * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads. With grouped-query attention only the "
-        f"{m.kv_heads} KV heads are cached.", "q_heads")
+        f"{m.kv_heads} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
     add("kv_size", kv / m.layers,
         f"That is one layer. Every one of the {m.layers} layers keeps its own K and V.",
-        "one_layer")
+        "one_layer", kind="one_layer")
 
     rate = s["emit_rate"].value
     add("emit_rate", rate * tp,
         f"That is the whole instance. Divide by the {tp} GPUs, each of which sends its own "
-        "share over its own NIC.", "per_instance")
+        "share over its own NIC.", "per_instance", kind="forgot_tp")
     add("emit_rate", rate * 8,
         "Eight times the reference: that looks like gigabits per second. The part asks GB/s.",
-        "gbit")
+        "gbit", kind="bits_vs_bytes")
     add("emit_rate", s["kv_bytes"] / (s["linear_flops"] / (tp * g.bf16_flops * p["mfu"])) / tp / 1e9,
         f"You left out attention. At {p['prompt']:,} tokens the causal attention FLOPs add "
         f"{s['attn_pct']:.1f} % to the prefill work, so the prefill takes longer and the rate is "
-        "lower.", "no_attention")
-    add("emit_rate", rate / 2, "Half the reference: you counted K but not V.", "k_only")
+        "lower.", "no_attention", kind="miscounted_term")
+    add("emit_rate", rate / 2, "Half the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("emit_rate", rate * 2,
         "Twice the reference: you used the sparse (or the FP8) tensor rate. The prefill runs "
-        "dense BF16.", "sparse_rate")
+        "dense BF16.", "sparse_rate", kind="peak_vs_achievable")
     add("emit_rate", rate / p["mfu"],
-        f"You ran prefill at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"You ran prefill at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
 
     wire = s["wire_time"].value
     add("wire_time", wire * tp,
         "That is the whole cache through one NIC. Each GPU sends its own share over its own NIC, "
-        "in parallel.", "one_nic")
+        "in parallel.", "one_nic", kind="forgot_tp")
     add("wire_time", wire / 8,
         f"Eight times too fast: {s['nic_gbit']:.0f} Gb/s is gigabits. In bytes it is "
-        f"{s['nic_gbs']:.0f} GB/s.", "bits_as_bytes")
-    add("wire_time", wire / 2, "Half the reference: you sent K but not V.", "k_only")
+        f"{s['nic_gbs']:.0f} GB/s.", "bits_as_bytes", kind="bits_vs_bytes")
+    add("wire_time", wire / 2, "Half the reference: you sent K but not V.", "k_only",
+        kind="k_without_v")
     add("wire_time", wire * 2,
         "Twice the reference: did you read the NIC rate as both directions summed? "
-        f"{s['nic_gbit']:.0f} Gb/s is per direction.", "bidirectional")
+        f"{s['nic_gbit']:.0f} Gb/s is per direction.", "bidirectional", kind="peak_vs_achievable")
 
     t = s["transfer_count"]
     add("transfers", s["blocks"],
         f"That is the number of {p['block']}-token blocks. Each block is stored per layer, with K "
-        "and V in separate tensors, so each needs its own write per layer.", "blocks_only")
+        "and V in separate tensors, so each needs its own write per layer.", "blocks_only",
+        kind="k_without_v")
     add("transfers", t / 2,
         "Half the reference: K and V live in separate tensors, so each block-layer is two writes.",
-        "no_kv_split")
+        "no_kv_split", kind="k_without_v")
     add("transfers", s["blocks"] * 2,
         f"You left out the layers: the cache has {m.layers} layers and each is its own region.",
-        "no_layers")
+        "no_layers", kind="one_layer")
     add("transfers", t * tp,
         f"That is the whole instance. The question asks per GPU; each of the {tp} GPUs posts its "
-        "own writes.", "per_instance")
+        "own writes.", "per_instance", kind="forgot_tp")
     add("transfers", t * s["kv_heads_per_gpu"],
         "You counted one write per KV head. A block holds all of this GPU's heads side by side, "
-        "so one write covers them.", "per_head")
+        "so one write covers them.", "per_head", kind="q_vs_kv_heads")
 
     cap = s["decode_cap"].value
     add("decode_cap", s["concurrency"],
         f"That is how many requests fit in the pool at once. Each holds its KV for "
-        f"{s['hold_s']:.1f} s, so divide by that time (Little's law).", "concurrency")
+        f"{s['hold_s']:.1f} s, so divide by that time (Little's law).", "concurrency",
+        kind="misread_mechanism")
     no_weights = (s["hbm_used_gb"] - s["act_total_gb"]) * 1e9 / (s["req_gb"] * 1e9) / s["hold_s"]
     add("decode_cap", no_weights,
         f"You forgot that the {s['weights_gb']:.1f} GB of weights share the HBM with the KV pool.",
-        "no_weights")
+        "no_weights", kind="miscounted_term")
     add("decode_cap", cap * s["held_tokens"] / p["prompt"],
         "You reserved KV for the prompt only. The request grows by one token per step, and the "
-        "pool reserves prompt + output for the whole decode.", "prompt_only")
+        "pool reserves prompt + output for the whole decode.", "prompt_only",
+        kind="miscounted_term")
     add("decode_cap", cap / tp,
         f"That is one GPU's share of the pool. At TP{tp} each request's KV is split across all "
-        f"{tp} GPUs, so the instance's whole pool counts.", "per_gpu")
+        f"{tp} GPUs, so the instance's whole pool counts.", "per_gpu", kind="forgot_tp")
     add("decode_cap", s["prefill_rps"],
         "That is a prefill instance's rate (1 / prefill time). The part asks what the decode "
-        "instance's KV pool can sustain.", "prefill_rate")
+        "instance's KV pool can sustain.", "prefill_rate", kind="wrong_scope")
 
     other = "prefill" if s["which_side"] == "decode" else "decode"
     out.append(
@@ -381,7 +387,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             f"{s['prefill_rps']:.2f} = {s['prefill_side_rps']:.1f} req/s; the decode instance's "
             f"pool sustains {s['decode_cap_rps']:.1f} req/s. The balance point is "
             f"{s['balance_ratio']:.1f} prefill instances per decode instance.",
-            "wrong_side",
+            "wrong_side", kind="misread_mechanism"
         )
     )
     out.append(
@@ -391,7 +397,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             f"The NICs are not the limit: a prefill GPU needs {s['nic_share_pct']:.1f} % of its "
             f"NIC, and at the system's peak rate a decode GPU takes in "
             f"{s['decode_ingress_pct']:.1f} % of its own.",
-            "nic",
+            "nic", kind="misread_mechanism"
         )
     )
     return out

@@ -201,78 +201,81 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     step = s["step_gb"].value
     weights, kv = s["weight_gb"], s["kv_gb"]
     add("step_gb", kv,
-        "That is the KV alone. Every step also streams the weights once.", "kv_only")
+        "That is the KV alone. Every step also streams the weights once.", "kv_only",
+        kind="miscounted_term")
     add("step_gb", weights + n * s["kappa"] / 1e9,
         f"That is one sequence's KV. All {batch} sequences read their own cache every step.",
-        "one_sequence")
+        "one_sequence", kind="wrong_scope")
     add("step_gb", weights + (batch * (n - prefix) + prefix) * s["kappa"] / 1e9,
         "You counted the shared prefix once. It is stored once, but the attention kernel reads it "
-        "separately for every sequence, so it is streamed once per sequence.", "prefix_once")
+        "separately for every sequence, so it is streamed once per sequence.", "prefix_once",
+        kind="miscounted_term")
     add("step_gb", weights + kv / 2,
-        "You counted K but not V: each layer caches both.", "k_only")
+        "You counted K but not V: each layer caches both.", "k_only", kind="k_without_v")
     add("step_gb", step + s["embedding_params"] * 2 / 1e9,
         "You counted the input embedding table. A step looks up one row per sequence; only the "
-        "LM head streams a vocabulary-sized matrix.", "embedding")
+        "LM head streams a vocabulary-sized matrix.", "embedding", kind="miscounted_term")
 
     share = s["setaside_pct"].value
     add("setaside_pct", share * 100 / p["setaside_pct"],
         f"You used the whole L2. Only the set-aside ({p['setaside_pct']:g} % of it) holds "
-        "persisting lines.", "whole_l2")
+        "persisting lines.", "whole_l2", kind="peak_vs_achievable")
     add("setaside_pct", share * 1e6 / MIB,
         f"You read the L2 size as {s['l2_mib']:g} × 10^6 bytes. Device queries report it in MiB "
-        "(2^20 bytes).", "mb_for_mib")
+        "(2^20 bytes).", "mb_for_mib", kind="gb_vs_gib")
     add("setaside_pct", s["setaside_bytes"] / (weights * 1e9) * 100,
         "You compared with the weights alone. The step streams the KV of every sequence too.",
-        "weights_only")
+        "weights_only", kind="miscounted_term")
 
     layer = s["prefix_layer_mb"].value
     add("prefix_layer_mb", layer * m.layers,
         f"That is the prefix across all {m.layers} layers. Attention runs layer by layer; the "
-        "part asks for one layer's copy.", "all_layers")
-    add("prefix_layer_mb", layer / 2, "You counted K but not V.", "k_only")
+        "part asks for one layer's copy.", "all_layers", kind="one_layer")
+    add("prefix_layer_mb", layer / 2, "You counted K but not V.", "k_only", kind="k_without_v")
     add("prefix_layer_mb", layer * batch,
-        "The prefix is shared: one copy in memory, whatever the batch.", "per_sequence")
+        "The prefix is shared: one copy in memory, whatever the batch.", "per_sequence",
+        kind="miscounted_term")
 
     red = s["redundant_gb"].value
     add("redundant_gb", red / m.layers,
         f"That is one layer. Every one of the {m.layers} layers re-reads its own prefix.",
-        "one_layer")
+        "one_layer", kind="one_layer")
     add("redundant_gb", (batch - 1) * n * s["kappa"] / 1e9,
         "You counted each sequence's whole context. Only the shared prefix is read redundantly; "
-        "each suffix is different and has to be read.", "whole_context")
-    add("redundant_gb", red / 2, "You counted K but not V.", "k_only")
+        "each suffix is different and has to be read.", "whole_context", kind="miscounted_term")
+    add("redundant_gb", red / 2, "You counted K but not V.", "k_only", kind="k_without_v")
     add("redundant_gb", batch * prefix * s["kappa"] / 1e9,
         "You counted every read of the prefix. One read per layer is necessary; the other "
-        f"{batch - 1} are the redundant ones.", "all_reads")
+        f"{batch - 1} are the redundant ones.", "all_reads", kind="miscounted_term")
 
     ms = s["redundant_ms"].value
     add("redundant_ms", s["step_ms"],
         "That is the whole step's time at full bandwidth. The part asks what the redundant "
-        "prefix reads alone cost.", "step")
+        "prefix reads alone cost.", "step", kind="wrong_scope")
     add("redundant_ms", ms / m.layers, f"That is one layer's share; there are {m.layers}.",
-        "one_layer")
+        "one_layer", kind="one_layer")
     add("redundant_ms", (batch - 1) * n * s["kappa"] / bw * 1e3,
         "You counted each sequence's whole context as redundant; only the shared prefix is.",
-        "whole_context")
-    add("redundant_ms", ms / 2, "You counted K but not V.", "k_only")
+        "whole_context", kind="miscounted_term")
+    add("redundant_ms", ms / 2, "You counted K but not V.", "k_only", kind="k_without_v")
 
     out.append(Mistake(
         "where_pays", "cross_step",
         "Between two reads of the same KV byte (one step apart) the GPU streams the whole step "
         f"of part 1, {_how_many_times(s['step_over_l2'])} the L2. Whatever you pin stays, but it "
         "is at most the set-aside, the share of part 2, far below 1 % of the step.",
-        "cross_step"))
+        "cross_step", kind="misread_mechanism"))
     out.append(Mistake(
         "where_pays", "weights",
         "Pinned weights do hit every step, but the set-aside holds only "
         f"{s['setaside_mib']:.1f} MiB, about {s['setaside_saving_us']:.0f} µs of reads: set "
         "against the step of part 1 that is the share of part 2, far below 1 %.",
-        "weights"))
+        "weights", kind="misread_mechanism"))
     out.append(Mistake(
         "where_pays", "prefix_all",
         f"The whole prefix is {s['prefix_all_mb']:.0f} MB across {m.layers} layers, "
         f"{s['prefix_all_over_setaside']:.0f} times the set-aside. Only one layer's copy fits, "
-        "and only one layer's attention runs at a time.", "prefix_all"))
+        "and only one layer's attention runs at a time.", "prefix_all", kind="one_layer"))
     return out
 
 

@@ -303,53 +303,57 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("period", 2 * period,
         "That is two periods: there is a spike in between. Measure from one spike to the next, "
         "or divide the span by the number of gaps (an autocorrelation can also peak at twice the "
-        "lag).", "harmonic")
+        "lag).", "harmonic", kind="wrong_scope")
     add("period", period * 1000 / t,
         f"That is the period counted in steps ({s['steps_per_period']:.0f} steps of {t} ms). The "
-        "part asks for seconds.", "steps")
+        "part asks for seconds.", "steps", kind="unit_slip")
     add("period", hi,
         f"That is the period in the second capture, at {p['rate_hi']} req/s. The part asks about "
-        f"the first one, at {p['rate_lo']} req/s.", "other_capture")
+        f"the first one, at {p['rate_lo']} req/s.", "other_capture", kind="wrong_scope")
     add("period", 1 / period,
         "That is the frequency (stalls per second). The part asks for the period, its inverse.",
-        "frequency")
+        "frequency", kind="inverted")
 
     if s["owned"]:
         add("p99_itl", t,
             f"The ordinary step is the median, not the p99. The stalls are one step in every "
             f"{s['steps_per_period']:.0f}, {s['slow_pct']:.2f} % of the gaps, more than the 1 % that "
-            "lies above the p99, so the p99 lands on a stalled step.", "few_steps_cannot_matter")
+            "lies above the p99, so the p99 lands on a stalled step.", "few_steps_cannot_matter",
+            kind="mean_vs_tail")
     else:
         add("p99_itl", t + s_ms,
             f"The stalls are only {s['slow_pct']:.2f} % of the gaps (one step in "
             f"{s['steps_per_period']:.0f}), under the 1 % above the p99, so the p99 is an ordinary "
             f"step; they own the p99.9. If you multiplied by the {s['batch']} requests in the "
             "batch: a stall delays all of them at the same moment, so the share of slow gaps is "
-            "the same per token as per step.", "times_batch")
+            "the same per token as per step.", "times_batch", kind="misread_mechanism")
     add("p99_itl", s["mean_gap_ms"],
         "That is the mean gap. A quantile is not moved a little by rare slow steps: it is either "
-        "an ordinary step or a stalled one.", "mean")
+        "an ordinary step or a stalled one.", "mean", kind="mean_vs_tail")
     add("p99_itl", s_ms,
         f"That is the pause alone. The stalled step still does its own {t} ms of work, so the "
-        f"gap is {t} + {s_ms} ms.", "pause_only")
+        f"gap is {t} + {s_ms} ms.", "pause_only", kind="miscounted_term")
 
     n = p["reply_tokens"]
     stalls = s["stalls_per_reply"].value
     add("stalls_per_reply", stalls * s["batch"],
         f"You multiplied by the {s['batch']} requests in the batch. Each stall delays all of "
-        "them at once, but each reply sits through it only once.", "times_batch")
+        "them at once, but each reply sits through it only once.", "times_batch",
+        kind="misread_mechanism")
     add("stalls_per_reply", n / period,
         f"You divided tokens by seconds. Turn the reply into time first: {n} tokens × {t} ms = "
-        f"{s['reply_s']:.1f} s, then divide by the period.", "tokens_over_seconds")
+        f"{s['reply_s']:.1f} s, then divide by the period.", "tokens_over_seconds",
+        kind="unit_slip")
     add("stalls_per_reply", min(1.0, s["reply_s"] / period),
         "That is the chance of seeing at least one stall, capped at 1. The part asks for the "
-        "average number of stalls.", "probability")
+        "average number of stalls.", "probability", kind="mean_vs_tail")
     add("stalls_per_reply", n * s_ms / (period * 1000),
         f"You used the share of time spent stalled ({s['stall_time_pct']:.1f} %). A reply meets "
-        f"a stall once per period it lasts, and it lasts {s['reply_s']:.1f} s.", "time_share")
+        f"a stall once per period it lasts, and it lasts {s['reply_s']:.1f} s.", "time_share",
+        kind="mean_vs_tail")
     add("stalls_per_reply", s["reply_s"] / hi,
         f"You used the period of the second capture ({hi:.2f} s). The part asks about the first "
-        "load.", "other_capture")
+        "load.", "other_capture", kind="wrong_scope")
 
     wrong_owner = "timer" if p["owner"] == "gc" else "gc"
     owner_feedback = {
@@ -361,19 +365,21 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                f"request rate, so its period would have shrunk {s['rate_ratio']:g}×. Here it "
                f"stayed {period:g} s at both rates: something on the clock owns the stall."),
     }
-    out.append(Mistake("owner", wrong_owner, owner_feedback[wrong_owner], "wrong_owner"))
+    out.append(Mistake("owner", wrong_owner, owner_feedback[wrong_owner], "wrong_owner",
+                       kind="misread_mechanism"))
     out.append(Mistake(
         "owner", "batch_job",
         "A long prompt from a periodic job slows every step while its prefill chunks run: "
-        "several steps in a row, not one isolated step per period.", "batch_job"))
+        "several steps in a row, not one isolated step per period.", "batch_job",
+        kind="misread_mechanism"))
     out.append(Mistake(
         "owner", "thermal",
         "Power or thermal capping lowers the clocks for seconds at a time and stretches every "
-        "step in that window; these stalls are single steps.", "thermal"))
+        "step in that window; these stalls are single steps.", "thermal", kind="misread_mechanism"))
     out.append(Mistake(
         "owner", "host",
         "Log rotation, page-cache writeback and the like are irregular or hourly, not a steady "
-        "period of seconds that moves (or not) with the load.", "host"))
+        "period of seconds that moves (or not) with the load.", "host", kind="misread_mechanism"))
     return out
 
 

@@ -321,18 +321,20 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("kv_gpu", naive_split,
         f"You divided the {m.kv_heads} KV heads by {tp} GPUs. A head cannot be split: past "
         "TP = KV heads each GPU still holds one whole head (vLLM replicates it), so the bytes per "
-        "GPU stop falling.", "split_past_heads")
+        "GPU stop falling.", "split_past_heads", kind="q_vs_kv_heads")
     add("kv_gpu", s["kv_model"],
         f"That is the whole model's KV per token. At TP{tp} each GPU stores only its own KV heads "
-        f"({s['heads_gpu']} per layer).", "whole_model")
-    add("kv_gpu", kv_gpu / 2, "Half the reference: you counted K but not V.", "k_only")
+        f"({s['heads_gpu']} per layer).", "whole_model", kind="forgot_tp")
+    add("kv_gpu", kv_gpu / 2, "Half the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("kv_gpu", kv_gpu * 2, "Twice the reference: the cache is BF16, 2 bytes per element.",
-        "fp32")
+        "fp32", kind="wrong_precision")
     add("kv_gpu", kv_gpu * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads; only the {m.kv_heads} KV heads are cached.",
-        "q_heads")
+        "q_heads", kind="q_vs_kv_heads")
     add("kv_gpu", s["kv_per_layer_gpu"],
-        f"That is one layer. All {m.layers} layers keep their own K and V.", "one_layer")
+        f"That is one layer. All {m.layers} layers keep their own K and V.", "one_layer",
+        kind="one_layer")
 
     # -- kv_budget -----------------------------------------------------------------------------------
     budget = s["kv_budget"].value
@@ -340,88 +342,100 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     total = s["total_gb"]
     add("kv_budget", total - w_gpu - res,
         f"You used all {total:.2f} GB. The engine takes only gpu_memory_utilization = "
-        f"{p['util']} of it: {req:.1f} GB.", "no_util")
+        f"{p['util']} of it: {req:.1f} GB.", "no_util", kind="peak_vs_achievable")
     add("kv_budget", p["util"] * g.hbm_gb - w_gpu - res,
         f"You started from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the driver "
-        f"reports, {total:.2f} GB.", "marketed")
+        f"reports, {total:.2f} GB.", "marketed", kind="peak_vs_achievable")
     add("kv_budget", p["util"] * (total - w_gpu) - res,
         "gpu_memory_utilization is a fraction of the GPU's TOTAL memory, applied before anything "
-        "is subtracted, not a fraction of what the weights leave.", "util_after_weights")
+        "is subtracted, not a fraction of what the weights leave.", "util_after_weights",
+        kind="peak_vs_achievable")
     add("kv_budget", req - w_gpu,
         f"You left out the profile run's activation peak and the non-torch memory "
-        f"({res:.1f} GB per GPU): the engine reserves them before sizing the pool.", "no_reserved")
+        f"({res:.1f} GB per GPU): the engine reserves them before sizing the pool.", "no_reserved",
+        kind="miscounted_term")
     add("kv_budget", req - res,
         f"You forgot the weights: {w_gpu:.2f} GB on each GPU come out of the budget first.",
-        "no_weights")
+        "no_weights", kind="miscounted_term")
     add("kv_budget", req - s["weights_gb"] - res,
-        f"Each GPU holds 1/{tp} of the weights, not all of them.", "weights_not_split")
+        f"Each GPU holds 1/{tp} of the weights, not all of them.", "weights_not_split",
+        kind="forgot_tp")
     add("kv_budget", budget - s["outside_gb"],
         f"You took the {s['outside_gb']:.1f} GB above the utilisation line off twice: using "
-        f"u × total memory already leaves it out.", "headroom_twice")
+        f"u × total memory already leaves it out.", "headroom_twice", kind="miscounted_term")
     add("kv_budget", budget * tp,
-        f"That is all {tp} GPUs together. The part asks for one GPU's budget.", "all_gpus")
+        f"That is all {tp} GPUs together. The part asks for one GPU's budget.", "all_gpus",
+        kind="forgot_tp")
 
     # -- pool_tokens ------------------------------------------------------------------------------------
     tokens = s["pool_tokens"].value
     budget_b = s["budget_bytes"]
     add("pool_tokens", budget_b / s["kv_model"],
         "You divided one GPU's budget by the whole model's KV per token. Each GPU stores only its "
-        "share of every token: divide by the per-GPU KV bytes of part 1.", "whole_model_kv")
+        "share of every token: divide by the per-GPU KV bytes of part 1.", "whole_model_kv",
+        kind="forgot_tp")
     add("pool_tokens", tokens * tp,
         f"The {tp} GPUs' pools are not added: every token lives on all {tp} GPUs at once (each "
         "holds its heads), so the pool holds as many tokens as one GPU's share allows.",
-        "summed_gpus")
+        "summed_gpus", kind="forgot_tp")
     add("pool_tokens", budget_b / naive_split,
         f"You split the {m.kv_heads} KV heads over {tp} GPUs as if a head could be halved; past "
         "TP = KV heads each GPU keeps a whole head, so each token costs more per GPU.",
-        "split_past_heads")
-    add("pool_tokens", tokens * 2, "Twice the reference: you counted K but not V.", "k_only")
+        "split_past_heads", kind="q_vs_kv_heads")
+    add("pool_tokens", tokens * 2, "Twice the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("pool_tokens", (req - res) * 1e9 / kv_gpu,
-        "You forgot the weights in the budget.", "no_weights")
+        "You forgot the weights in the budget.", "no_weights", kind="miscounted_term")
     add("pool_tokens", (total - w_gpu - res) * 1e9 / kv_gpu,
         f"You sized the pool from all {total:.2f} GB; the engine uses {p['util']} of it.",
-        "no_util")
+        "no_util", kind="peak_vs_achievable")
     add("pool_tokens", (p["util"] * g.hbm_gb - w_gpu - res) * 1e9 / kv_gpu,
         f"You sized the pool from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the "
-        f"driver reports, {total:.2f} GB.", "marketed")
+        f"driver reports, {total:.2f} GB.", "marketed", kind="peak_vs_achievable")
 
     # -- max_conc -----------------------------------------------------------------------------------------
     conc = s["max_conc"].value
     add("max_conc", tokens / p["avg_tokens"],
         f"That divides by the {p['avg_tokens']:,}-token average request. The log line assumes "
-        f"every request is max_model_len = {p['max_model_len']:,} tokens.", "used_average")
+        f"every request is max_model_len = {p['max_model_len']:,} tokens.", "used_average",
+        kind="mean_vs_tail")
     add("max_conc", conc * tp,
         f"The {tp} GPUs' pools are not added: each request's KV is spread over all of them.",
-        "summed_gpus")
+        "summed_gpus", kind="forgot_tp")
     add("max_conc", budget_b / s["kv_model"] / p["max_model_len"],
-        "You used the whole model's KV per token against one GPU's budget.", "whole_model_kv")
-    add("max_conc", conc * 2, "Twice the reference: you counted K but not V.", "k_only")
+        "You used the whole model's KV per token against one GPU's budget.", "whole_model_kv",
+        kind="forgot_tp")
+    add("max_conc", conc * 2, "Twice the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("max_conc", s["blocks"],
         "That is the number of blocks. Divide by the blocks one max-length request needs.",
-        "blocks")
+        "blocks", kind="unit_slip")
 
     # -- formula ---------------------------------------------------------------------------------------
     den = "(2*L*max(1, H/T)*d*b*S)"
     out += [
         Mistake("formula", "(u*M - W/T - A) / (2*L*(H/T)*d*b*S)",
                 "Right while TP is at most the KV-head count. Past it the heads are replicated, not "
-                "split: a GPU never holds less than one head, hence max(1, H/T).", "no_max"),
+                "split: a GPU never holds less than one head, hence max(1, H/T).", "no_max",
+                kind="q_vs_kv_heads"),
         Mistake("formula", f"(M - W/T - A) / {den}",
                 "The engine may use only u (gpu_memory_utilization) of each GPU's memory.",
-                "no_util"),
+                "no_util", kind="peak_vs_achievable"),
         Mistake("formula", f"(u*(M - W/T) - A) / {den}",
                 "u multiplies the total memory M, before the weights come off, not what is left.",
-                "util_after_weights"),
+                "util_after_weights", kind="peak_vs_achievable"),
         Mistake("formula", f"(u*M - W - A) / {den}",
-                "Each GPU holds W/T of the weights, not all of them.", "weights_not_split"),
+                "Each GPU holds W/T of the weights, not all of them.", "weights_not_split",
+                kind="forgot_tp"),
         Mistake("formula", f"(u*M - W/T) / {den}",
                 "You left out A, the activation peak and non-torch memory reserved before the "
-                "pool is sized.", "no_reserved"),
+                "pool is sized.", "no_reserved", kind="miscounted_term"),
         Mistake("formula", "(u*M - W/T - A) / (L*max(1, H/T)*d*b*S)",
-                "The cache holds K and V: a factor 2 in the bytes per token.", "k_only"),
+                "The cache holds K and V: a factor 2 in the bytes per token.", "k_only",
+                kind="k_without_v"),
         Mistake("formula", "(u*M - W/T - A) / (2*L*H*d*b*S)",
                 "That charges every KV head to every GPU. Each GPU holds H/T of them (at least "
-                "one).", "kv_not_split"),
+                "one).", "kv_not_split", kind="forgot_tp"),
     ]
 
     # -- ceiling -----------------------------------------------------------------------------------------
@@ -429,15 +443,15 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("ceiling", [*CEILING, "prefix"],
                 "Prefix sharing works the other way: requests that share a prefix share its "
                 "blocks, so it is the one thing that can push concurrency ABOVE the formula.",
-                "prefix_costs_more"),
+                "prefix_costs_more", kind="inverted"),
         Mistake("ceiling", [*CEILING, "tp_copy"],
                 "Under tensor parallelism a GPU holds only its own KV heads of each token; the "
                 "per-GPU bytes per token already account for that. Dividing again counts it "
-                "twice.", "tp_copy"),
+                "twice.", "tp_copy", kind="forgot_tp"),
         Mistake("ceiling", [*CEILING, "log_avg"],
                 "The logged figure does not average anything: it assumes every request is "
                 "max_model_len tokens long, which is why it understates concurrency for short "
-                "requests.", "log_averages"),
+                "requests.", "log_averages", kind="mean_vs_tail"),
     ]
     return out
 

@@ -272,31 +272,35 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     mlp = s["mlp_peak"].value
     add("mlp_peak", mlp / 2,
         "Half the reference: gate and up are one fused matmul, so its output is 2 × ffn wide.",
-        "gate_only")
+        "gate_only", kind="miscounted_term")
     add("mlp_peak", mlp * tp,
         f"That is the whole MLP. The gate+up projection is column-parallel: each of the {tp} GPUs "
-        f"computes ffn/{tp} of it.", "no_tp")
-    add("mlp_peak", mlp * 2, "Twice the reference: activations are BF16, 2 bytes each.", "fp32")
+        f"computes ffn/{tp} of it.", "no_tp", kind="forgot_tp")
+    add("mlp_peak", mlp * 2, "Twice the reference: activations are BF16, 2 bytes each.", "fp32",
+        kind="wrong_precision")
     add("mlp_peak", p["max_batched"] * 2 * m.hidden / tp * ACT_BYTES / 1e9,
         f"You used the hidden size ({m.hidden:,}); the gate+up output is ffn = {m.ffn:,} wide "
-        "per half.", "hidden")
+        "per half.", "hidden", kind="misread_mechanism")
     add("mlp_peak", p["max_seqs"] * 2 * m.ffn / tp * ACT_BYTES / 1e9,
         f"The forward pass of the profile run processes max_num_batched_tokens = "
-        f"{p['max_batched']:,} tokens, not max_num_seqs = {p['max_seqs']:,}.", "seqs_not_tokens")
+        f"{p['max_batched']:,} tokens, not max_num_seqs = {p['max_seqs']:,}.", "seqs_not_tokens",
+        kind="wrong_scope")
 
     # -- logits ----------------------------------------------------------------------------------------
     lg = s["logits"].value
     add("logits", lg / 2,
-        "Half the reference: the sampler casts the logits to FP32 (4 bytes), not BF16.", "bf16")
+        "Half the reference: the sampler casts the logits to FP32 (4 bytes), not BF16.", "bf16",
+        kind="wrong_precision")
     add("logits", lg / tp,
         f"The LM head is split over the {tp} GPUs, but its output is gathered: every GPU ends up "
-        "with logits over the whole vocabulary.", "split_vocab")
+        "with logits over the whole vocabulary.", "split_vocab", kind="forgot_tp")
     add("logits", p["max_batched"] * m.vocab * LOGIT_BYTES / 1e9,
         f"One row per request ({p['max_seqs']:,}), not per token: the sampler sees each request's "
         f"last position only. Logits for all {p['max_batched']:,} tokens are what prompt logprobs "
-        "need, and that is not in the profile.", "rows_per_token")
+        "need, and that is not in the profile.", "rows_per_token", kind="wrong_scope")
     add("logits", p["max_seqs"] * m.hidden * LOGIT_BYTES / 1e9,
-        f"Logits are vocabulary-wide ({m.vocab:,}), not hidden-size wide.", "hidden")
+        f"Logits are vocabulary-wide ({m.vocab:,}), not hidden-size wide.", "hidden",
+        kind="misread_mechanism")
 
     # -- kv_pool --------------------------------------------------------------------------------------
     pool = s["kv_pool"].value
@@ -305,52 +309,54 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     total = s["total_gb"]
     add("kv_pool", total - w - act - nt - gr,
         f"You used all {total:.2f} GB; the engine works inside "
-        f"{p['util']} × {total:.2f} = {req:.1f} GB.", "no_util")
+        f"{p['util']} × {total:.2f} = {req:.1f} GB.", "no_util", kind="peak_vs_achievable")
     add("kv_pool", p["util"] * g.hbm_gb - w - act - nt - gr,
         f"You started from the marketed {g.hbm_gb:.0f} GB. vLLM multiplies the total the driver "
-        f"reports, {total:.2f} GB.", "marketed")
+        f"reports, {total:.2f} GB.", "marketed", kind="peak_vs_achievable")
     add("kv_pool", pool + gr,
         "This build estimates the CUDA graphs' memory and subtracts it before sizing the pool.",
-        "no_graphs")
+        "no_graphs", kind="miscounted_term")
     add("kv_pool", req - w,
         f"Weights and KV are not all: the activation peak, non-torch memory and graphs "
-        f"({s['other_gb']:.2f} GB) come off first.", "weights_only")
+        f"({s['other_gb']:.2f} GB) come off first.", "weights_only", kind="miscounted_term")
     add("kv_pool", req - w - s["mlp_peak"].value - s["logits"].value - nt - gr,
         "You subtracted your two tensors instead of the measured activation peak. The profile run "
         "measures the whole peak, which is larger: sort buffers, softmax, attention workspace, "
-        "the residual stream.", "estimate_not_measured")
+        "the residual stream.", "estimate_not_measured", kind="misread_mechanism")
     add("kv_pool", p["util"] * (total - w) - act - nt - gr,
         "gpu_memory_utilization multiplies the total memory first; it is not a share of what the "
-        "weights leave.", "util_after_weights")
+        "weights leave.", "util_after_weights", kind="peak_vs_achievable")
     add("kv_pool", req - s["weights_gb"] - act - nt - gr,
-        f"Each GPU holds 1/{tp} of the weights.", "weights_not_split")
+        f"Each GPU holds 1/{tp} of the weights.", "weights_not_split", kind="forgot_tp")
 
     # -- other_tokens --------------------------------------------------------------------------------
     kv_gpu = s["kv_gpu"]
     add("other_tokens", (act + nt) * 1e9 / kv_gpu,
-        "You left out the CUDA graphs: in this build they are inside the budget too.", "no_graphs")
+        "You left out the CUDA graphs: in this build they are inside the budget too.", "no_graphs",
+        kind="miscounted_term")
     add("other_tokens", act * 1e9 / kv_gpu,
         "Only the activation peak: add the non-torch memory and the CUDA-graph estimate.",
-        "act_only")
+        "act_only", kind="miscounted_term")
     add("other_tokens", s["other_gb"] * 1e9 / m.kv_bytes_per_token(KV_DTYPE_BYTES),
         f"You divided one GPU's memory by the whole model's KV per token; a GPU holds only "
-        f"{kv_gpu:,} B of each token.", "whole_model_kv")
+        f"{kv_gpu:,} B of each token.", "whole_model_kv", kind="forgot_tp")
     add("other_tokens", (s["other_gb"] + s["outside_gb"]) * 1e9 / kv_gpu,
         f"The {s['outside_gb']:.1f} GB above the utilisation line was never going to be KV; "
-        "count only what is inside the budget.", "outside_counted")
+        "count only what is inside the budget.", "outside_counted", kind="miscounted_term")
     add("other_tokens", s["other_gb"] * 1e9 / kv_gpu * tp,
         f"Every token lives on all {tp} GPUs at once, so per-GPU memory buys tokens for the "
-        "whole deployment once, not once per GPU.", "summed_gpus")
+        "whole deployment once, not once per GPU.", "summed_gpus", kind="forgot_tp")
 
     # -- measured -------------------------------------------------------------------------------------
     out += [
         Mistake("measured", [*MEASURED, "cuda_graphs"],
                 "The CUDA graphs are estimated, not measured: newer builds capture a few graphs on "
                 "a throwaway cache and extrapolate; older ones captured them after sizing the pool "
-                "and did not budget them at all.", "graphs_measured"),
+                "and did not budget them at all.", "graphs_measured", kind="misread_mechanism"),
         Mistake("measured", [*MEASURED, "logprobs"],
                 "Prompt logprobs are not in the profile: it samples one row per request, while "
-                "prompt logprobs need logits for every prompt token of a step.", "logprobs"),
+                "prompt logprobs need logits for every prompt token of a step.", "logprobs",
+                kind="misread_mechanism"),
     ]
     return out
 

@@ -384,15 +384,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     out: list[Mistake] = [
         Mistake("per_head_formula", "2*(d_c + d_r)",
                 "That is the score alone. Each head also forms its output as a weighted sum of "
-                "the d_c-wide latents: another 2·d_c FLOPs per cached token.", "score_only"),
+                "the d_c-wide latents: another 2·d_c FLOPs per cached token.", "score_only",
+                kind="miscounted_term"),
         Mistake("per_head_formula", "2*d_c + d_r",
-                "Half the reference: a multiply-add is 2 FLOPs, not 1.", "mac_as_one"),
+                "Half the reference: a multiply-add is 2 FLOPs, not 1.", "mac_as_one",
+                kind="flop_counting"),
         Mistake("per_head_formula", "4*(d_c + d_r)",
                 "The output sums only the d_c-wide latents; the RoPE key takes part in the score, "
-                "not in the values.", "rope_in_values"),
+                "not in the values.", "rope_in_values", kind="miscounted_term"),
         Mistake("per_head_formula", "4*d_c",
                 "You left out the RoPE part of the score: the query's RoPE half dots the cached "
-                "d_r-wide key, 2·d_r FLOPs.", "no_rope"),
+                "d_r-wide key, 2·d_r FLOPs.", "no_rope", kind="miscounted_term"),
     ]
 
     add = Slips(s, TOLERANCE, out, accept_floor=1e-9, merge_floor=1e-9, skip=nonpositive).add
@@ -401,91 +403,98 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     lf = s["layer_flops"].value
     add("layer_flops", heads * plain,
         f"You used the uncompressed heads ({plain} FLOPs each). Absorbed, each head works in the "
-        f"{s['d_c']}-wide latent space: {absorbed:,} FLOPs.", "uncompressed")
-    add("layer_flops", lf / 2, "Half the reference: a multiply-add is 2 FLOPs.", "mac_as_one")
+        f"{s['d_c']}-wide latent space: {absorbed:,} FLOPs.", "uncompressed",
+        kind="misread_mechanism")
+    add("layer_flops", lf / 2, "Half the reference: a multiply-add is 2 FLOPs.", "mac_as_one",
+        kind="flop_counting")
     add("layer_flops", absorbed,
-        f"That is one head. The part asks for all {heads} heads this GPU runs.", "one_head")
+        f"That is one head. The part asks for all {heads} heads this GPU runs.", "one_head",
+        kind="q_vs_kv_heads")
     if tp > 1:
         add("layer_flops", s["q_heads"] * absorbed,
             f"That is all {s['q_heads']} heads. With the heads split over {tp} GPUs, each runs "
-            f"{heads}.", "all_heads")
+            f"{heads}.", "all_heads", kind="forgot_tp")
     add("layer_flops", heads * 2 * (s["d_c"] + s["d_r"]),
         "You counted the score but not the output: each head also sums the latents weighted by "
-        "its probabilities, 2·d_c more FLOPs per cached token.", "score_only")
+        "its probabilities, 2·d_c more FLOPs per cached token.", "score_only",
+        kind="miscounted_term")
 
     # -- intensity ----------------------------------------------------------------------------
     it = s["intensity"].value
     add("intensity", absorbed / row,
         f"That is one head's intensity. All {heads} heads on the GPU read the same cache row, so "
-        "its bytes are paid once for all of them.", "per_head")
+        "its bytes are paid once for all of them.", "per_head", kind="q_vs_kv_heads")
     add("intensity", heads * plain / row,
         f"You used the uncompressed {plain} FLOPs per head; the absorbed kernel does {absorbed:,}.",
-        "uncompressed")
+        "uncompressed", kind="misread_mechanism")
     add("intensity", it / 2,
         "Half the reference: MLA caches ONE row per token (the latent and the RoPE key), used as "
-        "both key and value. There is no separate V to read.", "k_and_v")
+        "both key and value. There is no separate V to read.", "k_and_v", kind="k_without_v")
     if tp > 1:
         add("intensity", it * tp,
-            f"You used all {s['q_heads']} heads; each GPU runs {heads} of them.", "all_heads")
+            f"You used all {s['q_heads']} heads; each GPU runs {heads} of them.", "all_heads",
+            kind="forgot_tp")
     if p["cache"] == "bf16":
         add("intensity", lf / (s["d_c"] * 2),
             f"The row is {s['d_c']} + {s['d_r']} wide: the RoPE key is cached and read too.",
-            "no_rope_bytes")
+            "no_rope_bytes", kind="miscounted_term")
         add("intensity", 2.0 * heads,
             "That is the rule of thumb 2·h. The exact count is h times part 1's FLOPs per head "
-            "and cached token over the row's bytes, 1.89·h for a BF16 row.", "rule_of_thumb")
+            "and cached token over the row's bytes, 1.89·h for a BF16 row.", "rule_of_thumb",
+            kind="flop_counting")
     elif p["cache"] == "fp8":
         add("intensity", lf / (s["d_c"] + s["d_r"]),
             f"The FP8 row is not {s['d_c'] + s['d_r']} B: the RoPE key stays in BF16 and the "
-            f"latent carries FP32 scales, {row} B in all.", "fp8_naive")
+            f"latent carries FP32 scales, {row} B in all.", "fp8_naive", kind="wrong_precision")
         add("intensity", lf / s["bf16_row_bytes"],
             f"You used the BF16 row ({s['bf16_row_bytes']:,} B); this cache is FP8, {row} B.",
-            "bf16_bytes")
+            "bf16_bytes", kind="wrong_precision")
     else:
         add("intensity", lf / s["fp8_row_bytes"],
             f"You used FlashMLA's FP8 layout ({s['fp8_row_bytes']} B, BF16 RoPE key and per-block "
             f"scales). This cache keeps the whole row in FP8 under one per-tensor scale: {row} B.",
-            "flashmla_layout")
+            "flashmla_layout", kind="wrong_precision")
         add("intensity", lf / s["bf16_row_bytes"],
             f"You used the BF16 row ({s['bf16_row_bytes']:,} B); this cache is FP8, {row} B.",
-            "bf16_bytes")
+            "bf16_bytes", kind="wrong_precision")
 
     # -- gqa_intensity ------------------------------------------------------------------------
     gi = s["gqa_intensity"].value
     add("gqa_intensity", 1.0,
         f"That is multi-head attention. Here {s['g_size']} query heads share each KV head, so "
-        f"every K and V byte read serves {s['g_size']} heads.", "mha")
+        f"every K and V byte read serves {s['g_size']} heads.", "mha", kind="q_vs_kv_heads")
     add("gqa_intensity", 2 * gi,
         "Twice the reference: count K and V bytes (both are read), 2 bytes per element.",
-        "k_only")
-    add("gqa_intensity", gi / 2, "Half the reference: a multiply-add is 2 FLOPs.", "mac_as_one")
+        "k_only", kind="k_without_v")
+    add("gqa_intensity", gi / 2, "Half the reference: a multiply-add is 2 FLOPs.", "mac_as_one",
+        kind="flop_counting")
     add("gqa_intensity", float(s["gqa_q_heads"]),
         f"You charged all {s['gqa_q_heads']} query heads to one KV head's bytes. Each KV head "
-        f"serves only its group of {s['g_size']}.", "all_q_heads")
+        f"serves only its group of {s['g_size']}.", "all_q_heads", kind="q_vs_kv_heads")
 
     # -- s_cross ------------------------------------------------------------------------------
     x = s["cross_exact"]
     sc = s["s_cross"].value
     add("s_cross", float(math.floor(x)),
         f"Rounded down: {x:.2f} query tokens only reach the ridge, so the smallest whole number "
-        f"at or past it is {sc}.", "floor")
+        f"at or past it is {sc}.", "floor", kind="rounding")
     add("s_cross", float(max(1, math.ceil(2 * x))),
         "You used the FP8 tensor rate for the ridge. The kernel dequantises to BF16 and runs "
-        "its matmuls at the BF16 rate.", "fp8_ridge")
+        "its matmuls at the BF16 rate.", "fp8_ridge", kind="wrong_precision")
     add("s_cross", float(max(1, math.ceil(x * absorbed / plain))),
         f"You used the uncompressed {plain} FLOPs per head; absorbed it is {absorbed:,}.",
-        "uncompressed")
+        "uncompressed", kind="misread_mechanism")
     add("s_cross", float(max(1, math.ceil(x * heads))),
         "You used one head's intensity. The heads share the cache row, so the GPU's intensity "
-        "is the per-head one times the heads it runs.", "per_head")
+        "is the per-head one times the heads it runs.", "per_head", kind="q_vs_kv_heads")
     add("s_cross", float(s["gqa_cross"]),
         f"That is where the GQA model would cross ({s['ridge']:.0f} / {gi:g}). The part asks "
-        "for the MLA kernel.", "gqa")
+        "for the MLA kernel.", "gqa", kind="q_vs_kv_heads")
     if caps is not None:
         add("s_cross", float(max(1, math.ceil(s["peak_ridge"] / it))),
             f"You used the datasheet ridge ({s['peak_ridge']:.0f} FLOP/B). This kernel reaches "
             f"{s['flops_pct']} % of the BF16 rate and {s['hbm_pct']} % of the bandwidth, so its "
-            f"ridge is {s['ridge']:.0f} FLOP/B.", "peak_ridge")
+            f"ridge is {s['ridge']:.0f} FLOP/B.", "peak_ridge", kind="peak_vs_achievable")
 
     # -- regime -------------------------------------------------------------------------------
     if caps is None:
@@ -497,7 +506,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
                    f"FLOP/B = {s['ridge_calc']}.")
     for option in ("compute", "near_ridge", "memory"):
         if option != s["regime"]:
-            out.append(Mistake("regime", option, explain, f"not_{option}"))
+            # Against the attainable ridge, calling it wrong is taking the datasheet ridge.
+            kind = "misread_mechanism" if caps is None else "peak_vs_achievable"
+            out.append(Mistake("regime", option, explain, f"not_{option}", kind=kind))
     return out
 
 

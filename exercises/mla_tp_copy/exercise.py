@@ -324,88 +324,96 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     no_util = hbm - w_gpu - reserve
     add("kv_space", no_util,
         f"You used all {hbm:g} GB. The engine may use only {s['mem_util_pct']:.0f} % of it "
-        "(gpu_memory_utilization).", "no_util")
+        "(gpu_memory_utilization).", "no_util", kind="peak_vs_achievable")
     add("kv_space", hbm * util - w_gpu,
-        f"You forgot the {reserve:g} GB per GPU kept for activations and CUDA graphs.", "no_reserve")
+        f"You forgot the {reserve:g} GB per GPU kept for activations and CUDA graphs.", "no_reserve",
+        kind="miscounted_term")
     if s["reported_kv_gb"] is not None:
         reported = (f"That sizes the pool from the memory the GPU reports (the driver's total, "
                     f"which an engine's log prints, or nvidia-smi's). This exercise reads the "
                     f"marketed {hbm:g} GB as {hbm:g} × 10^9 B (see the capacity convention).")
-        add("kv_space", s["reported_kv_gb"], reported, "reported")
-        add("tp_tokens", s["reported_kv_gb"] * 1e9 / kappa, reported, "reported")
+        add("kv_space", s["reported_kv_gb"], reported, "reported", kind="peak_vs_achievable")
+        add("tp_tokens", s["reported_kv_gb"] * 1e9 / kappa, reported, "reported",
+            kind="peak_vs_achievable")
     add("kv_space", (hbm - w_gpu) * util - reserve,
         "The utilisation fraction applies to the whole HBM, not to what is left after the "
-        "weights.", "util_after_weights")
+        "weights.", "util_after_weights", kind="peak_vs_achievable")
     add("kv_space", hbm * util - s["naive_w_gpu"] - reserve,
         f"That splits the whole checkpoint {tp} ways ({s['ckpt_gb']} / {tp}). The engines keep "
         f"MLA's down-projections whole on every GPU; the statement's {w_gpu} GB per GPU counts "
-        "them.", "split_latent_proj")
+        "them.", "split_latent_proj", kind="forgot_tp")
 
     # -- tp_tokens ----------------------------------------------------------------------------
     tt = s["tp_tokens"].value
     add("tp_tokens", tt * tp,
         f"That assumes TP splits the cache {tp} ways, as it splits GQA heads. MLA has one latent "
         "per token that every head reads, so every GPU stores all of it: the deployment holds "
-        "one GPU's worth of tokens.", "split_like_gqa")
+        "one GPU's worth of tokens.", "split_like_gqa", kind="q_vs_kv_heads")
     add("tp_tokens", tt / 2,
         "Half the reference: MLA caches one latent row per token per layer, not a K and a V.",
-        "k_and_v")
+        "k_and_v", kind="k_without_v")
     add("tp_tokens", tt * 2,
-        "Twice the reference: the latent is cached in BF16, 2 bytes per element.", "fp8")
+        "Twice the reference: the latent is cached in BF16, 2 bytes per element.", "fp8",
+        kind="wrong_precision")
     add("tp_tokens", no_util * 1e9 / kappa,
         f"You used all {hbm:g} GB; the engine may use {s['mem_util_pct']:.0f} % of it.",
-        "no_util")
+        "no_util", kind="peak_vs_achievable")
     add("tp_tokens", kv * 1e9 / (s["d_c"] * s["layers"] * 2),
         f"The RoPE key ({s['d_r']} wide) is cached next to the latent: "
-        f"({s['d_c']} + {s['d_r']}) × 2 B per layer.", "no_rope")
+        f"({s['d_c']} + {s['d_r']}) × 2 B per layer.", "no_rope", kind="miscounted_term")
 
     # -- waste --------------------------------------------------------------------------------
     add("waste", tp * kv,
         f"That is all the KV memory on the {tp} GPUs. One copy is needed; the other {tp - 1} "
-        "are the waste.", "all_copies")
-    add("waste", kv, f"That is one GPU's KV space. {tp - 1} GPUs hold a copy of it.", "one_gpu")
+        "are the waste.", "all_copies", kind="wrong_scope")
+    add("waste", kv, f"That is one GPU's KV space. {tp - 1} GPUs hold a copy of it.", "one_gpu",
+        kind="forgot_tp")
     add("waste", s["waste_pct"],
-        f"{s['waste_pct']:.1f} is the percentage. The part asks for the bytes, in GB.", "percent")
+        f"{s['waste_pct']:.1f} is the percentage. The part asks for the bytes, in GB.", "percent",
+        kind="unit_slip")
 
     # -- dp_extra -----------------------------------------------------------------------------
     dx = s["dp_extra"].value
     add("dp_extra", s["attn_gb"],
         f"Each GPU already held 1/{tp} of the attention weights under TP; only the other "
-        f"{tp - 1}/{tp} are new.", "whole_attention")
+        f"{tp - 1}/{tp} are new.", "whole_attention", kind="forgot_tp")
     add("dp_extra", s["attn_gb"] * (tp - 1) / tp,
         f"Under TP every GPU already held the down-projections q_a and kv_a whole "
         f"({s['repl_gb']} GB): only the {s['split_attn_gb']} GB that TP split gain the other "
-        f"{tp - 1}/{tp}.", "split_latent_proj")
+        f"{tp - 1}/{tp}.", "split_latent_proj", kind="forgot_tp")
     add("dp_extra", 2 * dx,
-        "Twice the reference: the attention weights are FP8 (1 byte each), not BF16.", "bf16")
+        "Twice the reference: the attention weights are FP8 (1 byte each), not BF16.", "bf16",
+        kind="wrong_precision")
     add("dp_extra", s["attn_gb"] / tp,
         f"That is a 1/{tp} share of the attention weights. Data-parallel attention adds what each "
-        f"GPU did not hold: the other {tp - 1}/{tp} of the split part.", "one_share")
+        f"GPU did not hold: the other {tp - 1}/{tp} of the split part.", "one_share",
+        kind="forgot_tp")
     add("dp_extra", (tp - 1) * w_gpu,
         "DP attention replicates the attention projections only. The routed experts stay "
         "spread over the GPUs (expert parallelism), so the rest of the weights do not move.",
-        "whole_model")
+        "whole_model", kind="forgot_tp")
 
     # -- dp_tokens ----------------------------------------------------------------------------
     dt = s["dp_tokens"].value
     add("dp_tokens", tp * tt,
         f"You forgot the replicated attention weights: each GPU loses {dx:.2f} GB of KV space.",
-        "no_weight_cost")
+        "no_weight_cost", kind="miscounted_term")
     add("dp_tokens", s["dp_tokens_gpu"],
         f"That is one GPU. Under DP attention each of the {tp} GPUs holds different requests, so "
-        "their capacities add up.", "one_gpu")
+        "their capacities add up.", "one_gpu", kind="forgot_tp")
     add("dp_tokens", tp * (kv - s["attn_gb"]) * 1e9 / kappa,
         f"You charged the whole {s['attn_gb']:.2f} GB of attention weights; each GPU already held "
-        f"1/{tp} of them.", "whole_attention")
+        f"1/{tp} of them.", "whole_attention", kind="forgot_tp")
     add("dp_tokens", tp * (kv - s["attn_gb"] * (tp - 1) / tp) * 1e9 / kappa,
         f"You charged {tp - 1}/{tp} of all {s['attn_gb']:.2f} GB of attention weights. The "
         f"down-projections ({s['repl_gb']} GB) were already whole on every GPU under TP.",
-        "split_latent_proj")
+        "split_latent_proj", kind="forgot_tp")
     add("dp_tokens", tt,
         "That is the TP capacity. With data-parallel attention each GPU stores only its own "
-        "requests' latents, so the GPUs stop holding copies.", "no_change")
+        "requests' latents, so the GPUs stop holding copies.", "no_change", kind="forgot_tp")
     add("dp_tokens", dt / 2,
-        "Half the reference: one latent row per token per layer, not a K and a V.", "k_and_v")
+        "Half the reference: one latent row per token per layer, not a K and a V.", "k_and_v",
+        kind="k_without_v")
 
     return out
 

@@ -171,64 +171,66 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     mean = s["mean_tokens"].value
     add("mean_tokens", n / e,
         f"You gave each token one expert. Each token picks {k} of the {e}, so the set supplies "
-        f"{k} × {n:,} expert-token pairs.", "no_top_k")
+        f"{k} × {n:,} expert-token pairs.", "no_top_k", kind="miscounted_term")
     add("mean_tokens", mean / s["moe_layers"],
         f"You spread the tokens over the {s['moe_layers']} MoE layers. Every token passes through "
-        "every layer; the count is per expert of one layer.", "per_layers")
+        "every layer; the count is per expert of one layer.", "per_layers", kind="one_layer")
     add("mean_tokens", float(n),
         "That is every calibration token: what a shared expert (or a dense MLP) sees. A routed "
-        f"expert sees only the tokens that pick it, {k} in {e} on average.", "all_tokens")
+        f"expert sees only the tokens that pick it, {k} in {e} on average.", "all_tokens",
+        kind="misread_mechanism")
 
     add("rare_tokens", mean * p["skew"],
         f"The rare expert gets {p['skew']} times FEWER tokens than average, not more.",
-        "inverted")
+        "inverted", kind="inverted")
     add("rare_tokens", n / e / p["skew"],
-        f"You gave each token one expert; each picks {k}.", "no_top_k")
+        f"You gave each token one expert; each picks {k}.", "no_top_k", kind="miscounted_term")
     add("rare_tokens", mean,
         "That is the average expert. The part asks about the one the router rarely picks.",
-        "mean")
+        "mean", kind="mean_vs_tail")
 
     thr = s["load_threshold"].value
     add("load_threshold", p["rule_k"] * s["d_other"] / mean,
         f"You used the {s['other_name']} projection's input width ({s['d_other']:,}). The "
         f"binding one is the widest: {s['bind_name']} reads {s['d_bind']:,} channels.",
-        "narrow_projection")
+        "narrow_projection", kind="misread_mechanism")
     add("load_threshold", 1 / thr,
         "That is the average load over the threshold, upside down: the part asks at what "
-        "multiple of the average load an expert drops below the token threshold.", "inverted")
+        "multiple of the average load an expert drops below the token threshold.", "inverted",
+        kind="inverted")
     add("load_threshold", s["need"] / n,
         "That is the threshold as a share of all calibration tokens. The part asks for it as a "
         "multiple of the average expert's load: divide by the tokens of part 1, not by the "
-        "whole set.", "share_of_set")
+        "whole set.", "share_of_set", kind="unit_slip")
     add("load_threshold", s["d_bind"] / mean,
         f"You left out the rule's factor: the threshold is {p['rule_k']:g} × d_in tokens.",
-        "no_rule_k")
+        "no_rule_k", kind="miscounted_term")
 
     need = s["tokens_needed"].value
     add("tokens_needed", need / p["skew"],
         f"That covers the average expert. The rare one gets {p['skew']} times fewer tokens, so "
-        f"the set must be {p['skew']} times larger.", "no_skew")
+        f"the set must be {p['skew']} times larger.", "no_skew", kind="mean_vs_tail")
     add("tokens_needed", need * k,
         f"You gave each token one expert; each picks {k}, so the set can be {k} times smaller.",
-        "no_top_k")
+        "no_top_k", kind="miscounted_term")
     add("tokens_needed", p["rule_k"] * s["d_other"] * p["skew"] * e / k,
         f"You sized it for the {s['other_name']} projection ({s['d_other']:,} inputs). The "
         f"widest input, {s['bind_name']} with {s['d_bind']:,}, sets the need.",
-        "narrow_projection")
+        "narrow_projection", kind="misread_mechanism")
     add("tokens_needed", s["need"] * p["skew"],
         f"You dropped the routing share: a token reaches a given expert {k} times in {e}.",
-        "no_routing")
+        "no_routing", kind="miscounted_term")
 
     out.append(Mistake(
         "why_worse", "damping",
         "Dampening adds a small multiple of H's own mean diagonal: it makes H invertible, it does "
         "not grow as tokens shrink, and it cannot supply the input directions no token showed.",
-        "damping"))
+        "damping", kind="misread_mechanism"))
     out.append(Mistake(
         "why_worse", "memory",
         f"H for a {s['d_bind']:,}-wide input is {s['hessian_entries_m']:.0f} million entries "
         "whatever the token count; memory does not depend on how many tokens the expert saw.",
-        "memory"))
+        "memory", kind="misread_mechanism"))
     return out
 
 

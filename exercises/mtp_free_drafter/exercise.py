@@ -200,68 +200,74 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("draft_cost", s["all_experts_b"] / target * 100,
         f"You counted all {m.n_routed_experts} routed experts. A token visits only "
         f"{m.experts_per_token} of them plus the shared one; the others hold memory but do no work "
-        "for this token.", "all_experts")
+        "for this token.", "all_experts", kind="misread_mechanism")
     add("draft_cost", s["draft_body_b"] / target * 100,
         "You left out the output head. Sharing it with the main model saves memory, not work: "
         f"every draft step still multiplies the {s['head_m']:,.0f} M-weight head to get logits "
-        "over the vocabulary, and it is more than half of the step.", "no_head")
+        "over the vocabulary, and it is more than half of the step.", "no_head",
+        kind="miscounted_term")
     add("draft_cost", s["one_layer_pct"],
         f"1/{m.layers} prices the draft as one layer of the target. The draft step also runs the "
-        "projection and the full output head, which a target layer does not.", "one_layer")
+        "projection and the full output head, which a target layer does not.", "one_layer",
+        kind="one_layer")
     add("draft_cost", (s["draft_b"] + s["embed_b"]) / s["active_b"] * 100,
         "You counted the embedding lookup as work on the draft side. A lookup reads one row and "
-        "multiplies nothing, so it costs (almost) nothing on either side.", "embedding")
+        "multiplies nothing, so it costs (almost) nothing on either side.", "embedding",
+        kind="miscounted_term")
     add("draft_cost", s["draft_b"] / s["total_b"] * 100,
         f"You divided by all {s['total_b']:.0f} B parameters. A decode step only multiplies the "
-        "active ones.", "total_params")
+        "active ones.", "total_params", kind="misread_mechanism")
 
     ref = s["speedup"].value
     acc, c, e = s["acc"], s["c"], s["e"]
     add("speedup", (1 + acc) / (1 + e),
         "You treated the drafter as free to run. It is free to train (it ships with the model), "
         f"but every step still pays the draft: {p['draft_cost_pct']:g} % of a target step.",
-        "free_draft")
+        "free_draft", kind="misread_mechanism")
     add("speedup", acc / (1 + c + e),
         "Tokens per step are 1 + p, not p: the verify pass always yields one token of its own "
-        "(the correction, or the next token after an accepted draft).", "no_bonus")
+        "(the correction, or the next token after an accepted draft).", "no_bonus",
+        kind="miscounted_term")
     add("speedup", 1 / ref,
         "That is upside down: speedup is tokens per step divided by the cost of the step.",
-        "inverted")
+        "inverted", kind="inverted")
     add("speedup", (1 + acc) / (1 + c),
         f"You left out the verify overhead: the statement gives {p['verify_overhead_pct']:g} % "
-        "for the second token.", "no_overhead")
+        "for the second token.", "no_overhead", kind="miscounted_term")
     add("speedup", (1 + acc + acc**2) / (1 + c + e),
         "1 + p + p² assumes two chained drafts per step. DeepSeek-V3 has one MTP module: one "
-        "draft per step.", "two_drafts")
+        "draft per step.", "two_drafts", kind="misread_mechanism")
 
     e_ref = s["max_overhead"].value
     add("max_overhead", acc * 100,
         "You forgot the draft step: speculation pays while part 3's speedup stays above 1, and "
         "the draft's cost c counts against it as well as the overhead e.",
-        "no_draft")
+        "no_draft", kind="miscounted_term")
     add("max_overhead", (s["tokens"] / (1 + c) - 1) * 100,
         "You scaled the whole step, draft included, by (1 + e). The overhead is added to the "
-        "verify pass only: set part 3's speedup equal to 1 and solve for e.", "multiplicative")
+        "verify pass only: set part 3's speedup equal to 1 and solve for e.", "multiplicative",
+        kind="misread_mechanism")
     add("max_overhead", (1 - acc) * 100,
         "1 − p is the rejection rate, not the overhead the speedup can absorb. Set the speedup "
-        "of part 3 equal to 1 and solve for e.", "reject_rate")
+        "of part 3 equal to 1 and solve for e.", "reject_rate", kind="inverted")
     add("max_overhead", e_ref / 2,
-        "Half the reference. Set part 3's speedup equal to 1 and solve for e directly.", "half")
+        "Half the reference. Set part 3's speedup equal to 1 and solve for e directly.", "half",
+        kind="misread_mechanism")
 
     out.append(Mistake(
         "wiring", ["inputs", "shared", "joint_loss", "parallel_head"],
         "The MTP module is sequential, not a parallel head: it reads the embedding of token i+1 "
         "next to h_i, which keeps the causal chain that Medusa-style heads give up.",
-        "parallel_head"))
+        "parallel_head", kind="misread_mechanism"))
     out.append(Mistake(
         "wiring", ["inputs", "shared"],
         "It is trained jointly with the main model for the whole of pre-training (λ = 0.3, then "
         "0.1), not bolted on afterwards; that is why its drafts are accepted so often.",
-        "missed_loss"))
+        "missed_loss", kind="misread_mechanism"))
     out.append(Mistake(
         "wiring", ["inputs", "shared", "joint_loss", "distilled"],
         "It was not distilled after the fact: the MTP loss is part of pre-training from the start.",
-        "distilled"))
+        "distilled", kind="misread_mechanism"))
     return out
 
 

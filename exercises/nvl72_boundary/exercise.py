@@ -256,84 +256,92 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("link_ratio", 2 * r,
         f"You used the {s['rack_nvlink_gbs']:,.0f} GB/s NVLink figure, which sums both directions. "
         f"Per direction it is {s['nvl_gbs']:.0f} GB/s, against a NIC rate that is per direction.",
-        "bidirectional")
+        "bidirectional", kind="peak_vs_achievable")
     add("link_ratio", 8 * r,
-        f"{s['nic_gbit']:.0f} Gb/s is gigabits: {s['nic_gbs']:.0f} GB/s.", "bits")
+        f"{s['nic_gbit']:.0f} Gb/s is gigabits: {s['nic_gbs']:.0f} GB/s.", "bits",
+        kind="bits_vs_bytes")
     add("link_ratio", s["before_ratio"],
         f"That is the {p['before']} ratio. Inside the rack each GPU has "
-        f"{s['nvl_gbs']:.0f} GB/s of NVLink per direction.", "before")
+        f"{s['nvl_gbs']:.0f} GB/s of NVLink per direction.", "before", kind="misread_mechanism")
     add("link_ratio", r * s["rack_gpus"],
-        "You compared the whole rack's NVLink with one GPU's NIC. Compare per GPU.", "rack_total")
+        "You compared the whole rack's NVLink with one GPU's NIC. Compare per GPU.", "rack_total",
+        kind="forgot_tp")
 
     e = s["experts_per_gpu"].value
     group = p["ep_group"]
     add("experts_per_gpu", s["experts"] / group,
         f"You left out the {p['redundant']} redundant experts. They take slots too: "
-        f"{s['experts']} + {p['redundant']} = {s['slots']} slots.", "no_redundant")
+        f"{s['experts']} + {p['redundant']} = {s['slots']} slots.", "no_redundant",
+        kind="miscounted_term")
     if group != s["rack_gpus"]:
         add("experts_per_gpu", s["slots"] / s["rack_gpus"],
             f"The instance spans {group} GPUs, not the whole rack of {s['rack_gpus']}.",
-            "whole_rack")
+            "whole_rack", kind="forgot_tp")
     add("experts_per_gpu", s["slots"] / s["before_gpus"],
-        f"That spreads the experts over one {s['before_gpus']}-GPU node.", "one_node")
+        f"That spreads the experts over one {s['before_gpus']}-GPU node.", "one_node",
+        kind="forgot_tp")
     add("experts_per_gpu", e * s["moe_layers"],
         f"That counts every MoE layer's copy. Per layer each GPU holds {e:g}; the same slot "
-        "repeats in every layer.", "times_layers")
+        "repeats in every layer.", "times_layers", kind="one_layer")
 
     ep = s["ep_step"].value
     add("ep_step", s["ep_nic_ms"],
         f"That is the time over the {s['before_nic_gbit']:.0f} Gb/s NIC, the HGX picture. Inside "
-        "the rack the all-to-all runs on NVLink.", "nic")
+        "the rack the all-to-all runs on NVLink.", "nic", kind="misread_mechanism")
     add("ep_step", ep / 2,
         f"Half the reference: you used {s['rack_nvlink_gbs']:,.0f} GB/s, both directions summed. "
-        "Each GPU's outbound copies use one direction.", "bidirectional")
+        "Each GPU's outbound copies use one direction.", "bidirectional", kind="peak_vs_achievable")
     add("ep_step", ep / s["moe_layers"],
-        f"That is one MoE layer. A decode step runs {s['moe_layers']}.", "one_layer")
+        f"That is one MoE layer. A decode step runs {s['moe_layers']}.", "one_layer",
+        kind="one_layer")
     add("ep_step", ep / p["tokens_per_gpu"],
         f"That is one token. Each GPU sends the copies of all {p['tokens_per_gpu']} of its tokens.",
-        "one_token")
+        "one_token", kind="wrong_scope")
     bf16_pair = 4 * s["hidden"]  # a BF16 dispatch copy plus a BF16 combine copy
     add("ep_step", ep * bf16_pair * s["topk"] * s["moe_layers"] / s["per_token_bytes"],
-        "You sent the dispatch in BF16. It goes as FP8 plus FP32 scales.", "bf16_dispatch")
+        "You sent the dispatch in BF16. It goes as FP8 plus FP32 scales.", "bf16_dispatch",
+        kind="wrong_precision")
 
     kv = s["kv_handoff"].value
     add("kv_handoff", s["kv_nic_ms"],
         f"That is the time over the NIC. Within the rack the hand-off runs on NVLink at "
-        f"{s['nvl_gbs']:.0f} GB/s.", "nic")
+        f"{s['nvl_gbs']:.0f} GB/s.", "nic", kind="misread_mechanism")
     add("kv_handoff", kv * p["kv_tp"],
         f"That is the whole cache through one GPU's link. Each of the {p['kv_tp']} GPUs sends "
-        "its own shard in parallel.", "one_link")
+        "its own shard in parallel.", "one_link", kind="forgot_tp")
     add("kv_handoff", kv / 2,
         "Half the reference: you used the both-directions NVLink figure, or sent K but not V.",
-        "half")
-    add("kv_handoff", kv / 8, "Eight times too fast: a bits-for-bytes slip somewhere.", "bits")
+        "half", kind="peak_vs_achievable")
+    add("kv_handoff", kv / 8, "Eight times too fast: a bits-for-bytes slip somewhere.", "bits",
+        kind="bits_vs_bytes")
 
     pool, seq = s["pool_tb"] * 1e12, s["seq_gb"] * 1e9
     add("long_ctx", math.floor(domain(RACK).hbm_bytes / seq),
         f"You forgot the weights: {s['long_weights_gb']:.0f} GB of FP8 weights share the HBM.",
-        "no_weights")
+        "no_weights", kind="miscounted_term")
     add("long_ctx", math.floor(pool / (seq / 2)),
-        "You halved the cache: every layer stores both K and V.", "k_only")
+        "You halved the cache: every layer stores both K and V.", "k_only", kind="k_without_v")
     other = 1 if p["long_kv_bytes"] == 2 else 2
     add("long_ctx", math.floor(pool / (seq * other / p["long_kv_bytes"])),
-        f"The cache is {s['long_kv_dtype']}: {p['long_kv_bytes']} byte(s) per element.", "dtype")
+        f"The cache is {s['long_kv_dtype']}: {p['long_kv_bytes']} byte(s) per element.", "dtype",
+        kind="wrong_precision")
     add("long_ctx", math.floor(s["rack_hbm_gb"] * 1e9 / seq),
         f"That is one GPU's HBM. The question pools all {s['rack_gpus']} GPUs of the rack.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("long_ctx", math.floor(pool / seq) + 1,
         "One too many: a sequence that does not fit whole does not count. Round down.",
-        "rounded_up")
+        "rounded_up", kind="rounding")
 
     out.append(Mistake(
         "still_nic", ["ep_beyond", "fleet_cache", "cross_rack_pd", "ep_in_rack", "tp_in_rack",
                       "kv_same_rack"],
         "That is the Hopper-era picture, where everything beyond 8 GPUs crossed the NIC. Inside "
         "the rack, expert parallelism up to 72 GPUs, tensor parallelism and same-rack KV hand-off "
-        "all run on NVLink.", "everything"))
+        "all run on NVLink.", "everything", kind="misread_mechanism"))
     out.append(Mistake(
         "still_nic", ["ep_in_rack", "tp_in_rack", "kv_same_rack"],
         "Those are exactly the transfers the rack brings inside NVLink. What still crosses the NIC "
-        "is whatever spans more than one rack.", "reversed"))
+        "is whatever spans more than one rack.", "reversed", kind="misread_mechanism"))
     return out
 
 

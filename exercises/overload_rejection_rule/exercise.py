@@ -175,62 +175,66 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     add("backlog", lams * d,
         f"You counted every arrival of the spike. The server keeps completing {mu} requests per "
-        "second during it; only the excess, arrivals minus completions, piles up.", "no_service")
+        "second during it; only the excess, arrivals minus completions, piles up.", "no_service",
+        kind="miscounted_term")
     add("backlog", (lams - lam0) * d,
         "You subtracted the baseline rate. During the spike the queue grows at the arrival rate "
-        "minus the service rate, not minus the old arrival rate.", "minus_baseline")
+        "minus the service rate, not minus the old arrival rate.", "minus_baseline",
+        kind="misread_mechanism")
 
     add("wait_end", backlog / lams,
         f"You divided the backlog by the arrival rate. The queue ahead of the last spike arrival "
-        f"is worked off at the service rate, {mu} per second.", "over_arrival_rate")
+        f"is worked off at the service rate, {mu} per second.", "over_arrival_rate",
+        kind="misread_mechanism")
     add("wait_end", drain,
         "That is the drain time, how long until the queue is empty. A request arriving at the "
         "spike's end only waits for the backlog ahead of it, which the server clears at its full "
-        "rate; later arrivals queue behind it.", "drain_time")
+        "rate; later arrivals queue behind it.", "drain_time", kind="wrong_scope")
     add("wait_end", d + wait_end,
         "That is when the last spike arrival starts, counted from the start of the spike. The "
-        "wait is counted from its own arrival.", "from_spike_start")
+        "wait is counted from its own arrival.", "from_spike_start", kind="misread_mechanism")
 
     add("drain", wait_end,
         f"You forgot the baseline traffic: new requests keep arriving at {lam0} per second while "
         f"the backlog drains, so it shrinks at {mu} − {lam0} = {mu - lam0} per second, not {mu}.",
-        "no_baseline")
+        "no_baseline", kind="miscounted_term")
     add("drain", backlog / lam0,
         f"You divided by the baseline rate. The backlog shrinks at the spare capacity, "
-        f"{mu} − {lam0} = {mu - lam0} per second.", "over_baseline")
+        f"{mu} − {lam0} = {mu - lam0} per second.", "over_baseline", kind="misread_mechanism")
     add("drain", d + drain,
         "That counts from the start of the spike. The question asks how long after the spike "
-        "ends.", "from_spike_start")
+        "ends.", "from_spike_start", kind="misread_mechanism")
 
     add("dead", s["dead_spike"],
         f"You counted only the spike's arrivals. Requests arriving after the spike still find a "
         f"wait over {t} s until the queue has shrunk below {t} s of work ({mu} × {t} requests): "
-        f"count the baseline arrivals of that stretch too.", "spike_only")
+        f"count the baseline arrivals of that stretch too.", "spike_only", kind="miscounted_term")
     add("dead", backlog - s["cap"],
         f"That is the part of the backlog beyond {t} s of work at the spike's end, a snapshot. "
         f"Count every arrival whose wait exceeds {t} s: those from {s['tau_star']:.0f} s into "
         f"the spike to its end, and those after it until the queue is back under {t} s of work.",
-        "snapshot")
+        "snapshot", kind="misread_mechanism")
     add("dead", mu * drain,
         f"Not everything served while the queue drains is dead: once the queue is back under "
         f"{t} s of work, the requests arriving in the rest of the drain wait less than {t} s.",
-        "whole_drain")
+        "whole_drain", kind="misread_mechanism")
     add("dead", lams * (d - t),
         f"You treated every arrival after the first {t} s of the spike as dead. An arrival at "
         f"spike time τ waits τ × ({lams} − {mu}) / {mu}, which passes {t} s at "
-        f"τ = {s['tau_star']:.0f} s.", "tau_equals_t")
+        f"τ = {s['tau_star']:.0f} s.", "tau_equals_t", kind="misread_mechanism")
 
     add("rejected", backlog,
         f"The rule does not turn the whole backlog away: it lets the queue fill to {t} s of "
-        f"work ({s['cap']:,.0f} requests) and rejects only the excess beyond that.", "whole_backlog")
+        f"work ({s['cap']:,.0f} requests) and rejects only the excess beyond that.", "whole_backlog",
+        kind="misread_mechanism")
     add("rejected", s["dead"].value,
         "That is the number of dead requests without the rule. With it, the server spends that "
         "time on live requests instead, so fewer are turned away than would have died.",
-        "dead_count")
+        "dead_count", kind="wrong_scope")
     add("rejected", lams * (d - s["tau_star"]),
         f"Once the queue is at its cap the server still frees {mu} places per second, and the "
         f"rule admits that many: only {lams} − {mu} = {lams - mu} per second are rejected.",
-        "all_after_full")
+        "all_after_full", kind="misread_mechanism")
     return out
 
 

@@ -236,25 +236,28 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("bound", "N*B",
                 "A sequence's last block is never empty: it is allocated only when a token needs "
                 "it, so it holds at least one. At most B - 1 slots are empty per sequence.",
-                "n_times_b"),
+                "n_times_b", kind="rounding"),
         Mistake("bound", "B-1",
                 "That is one sequence. Each of the N live sequences has its own partly filled "
-                "last block.", "one_sequence"),
+                "last block.", "one_sequence", kind="wrong_scope"),
         Mistake("bound", "N*(B-1)/2",
                 "That is the expected waste when lengths are spread evenly modulo B. The bound is "
-                "the worst case: every last block holds a single token.", "expected"),
+                "the worst case: every last block holds a single token.", "expected",
+                kind="mean_vs_tail"),
         Mistake("bound", "N*B/2",
                 "That is about the average, not the worst case, and a last block is never empty: "
-                "the bound is B - 1 slots per sequence.", "half_block"),
+                "the bound is B - 1 slots per sequence.", "half_block", kind="mean_vs_tail"),
         Mistake("trade", [*TRADE, "external"],
                 "Paging has no external fragmentation at any block size: every block is the same "
-                "size, so any free block can serve any sequence.", "external"),
+                "size, so any free block can serve any sequence.", "external",
+                kind="misread_mechanism"),
         Mistake("trade", [*TRADE, "long_context"],
                 "The bound is B - 1 slots per sequence whatever its length, so longer sequences "
-                "waste a smaller share of their memory, not a larger one.", "long_context"),
+                "waste a smaller share of their memory, not a larger one.", "long_context",
+                kind="misread_mechanism"),
         Mistake("trade", [*TRADE, "table"],
                 "Bigger blocks mean fewer blocks per sequence, so the block table shrinks; and it "
-                "is tiny next to the KV either way.", "table"),
+                "is tiny next to the KV either way.", "table", kind="misread_mechanism"),
     ]
 
     add = Slips(s, TOLERANCE, out, merge=near).add
@@ -263,49 +266,52 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     worst = s["worst_gb"].value
     add("worst_gb", worst / 2,
         "Half the bound: that is the expected waste, (B - 1)/2 per sequence. The bound is the "
-        "worst case, B - 1 per sequence.", "expected")
-    add("worst_gb", worst / 2, "Half the reference: you counted K but not V.", "k_only")
+        "worst case, B - 1 per sequence.", "expected", kind="mean_vs_tail")
+    add("worst_gb", worst / 2, "Half the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("worst_gb", n * big * kappa / 1e9,
         "You counted B empty slots per sequence. The last block holds at least one token, so at "
-        "most B - 1 are empty.", "b_not_b_minus_1")
+        "most B - 1 are empty.", "b_not_b_minus_1", kind="rounding")
     add("worst_gb", s["worst_gb_small"],
         f"That is the bound at {small}-token blocks. The part asks about {big}-token blocks.",
-        "small_block")
+        "small_block", kind="wrong_scope")
     add("worst_gb", worst / tp,
         f"That is one GPU's share (1/{tp} of the KV heads). The part asks for the whole replica.",
-        "per_gpu")
+        "per_gpu", kind="forgot_tp")
     add("worst_gb", worst * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads. With grouped-query attention only the "
-        f"{m.kv_heads} KV heads are cached.", "q_heads")
+        f"{m.kv_heads} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
     add("worst_gb", worst * 2,
         f"Twice the reference: the cache is {p['kv_dtype']}, {s['dtype_bytes']} byte(s) per "
-        "element.", "dtype")
+        "element.", "dtype", kind="wrong_precision")
 
     add("expected_pct", s["worst_pct_large"],
         "That is the worst case, B - 1 empty slots per sequence. On average the last block is "
-        "half empty: (B - 1)/2.", "worst")
+        "half empty: (B - 1)/2.", "worst", kind="mean_vs_tail")
     add("expected_pct", (big - 1) / (2 * big) * 100,
         "That is how empty the last block is on average, as a share of one block. The part asks "
-        "for the waste as a share of all the tokens stored.", "last_block_share")
+        "for the waste as a share of all the tokens stored.", "last_block_share",
+        kind="wrong_scope")
     add("expected_pct", (big - 1) / 2 / (mean + (big - 1) / 2) * 100,
         "You divided by the slots allocated (stored tokens plus waste). The part measures the "
-        "waste against the tokens actually stored.", "per_allocated")
+        "waste against the tokens actually stored.", "per_allocated", kind="inverted")
     add("expected_pct", s["expected_pct_small"],
         f"That is the expected waste at {small}-token blocks. The part asks about {big}.",
-        "small_block")
+        "small_block", kind="wrong_scope")
 
     add("prefix_hit", shared,
         f"Only full blocks are cached and matched. The last {s['lost_large']} shared tokens sit "
-        f"in a block that also holds tokens that differ, so that block misses.", "all_shared")
+        f"in a block that also holds tokens that differ, so that block misses.", "all_shared",
+        kind="rounding")
     add("prefix_hit", -(-shared // big) * big,
         "You rounded up to a whole block. The block holding the first differing token cannot "
-        "match, so round down.", "round_up")
+        "match, so round down.", "round_up", kind="rounding")
     add("prefix_hit", shared // big,
         f"That is the number of blocks that hit. The part asks for tokens: blocks x {big}.",
-        "blocks")
+        "blocks", kind="unit_slip")
     add("prefix_hit", s["hit_small"],
         f"That is the hit at {small}-token blocks. The part asks about {big}-token blocks.",
-        "small_block")
+        "small_block", kind="wrong_scope")
     return out
 
 

@@ -291,57 +291,59 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     bw = g.hbm_bytes_per_s
     add("ceiling", ceiling * wb / other_bytes,
         f"You sized the weights in {other_name}. The slide's weights are {p['precision']}, "
-        f"{wb:g} byte(s) per parameter.", "wrong_precision")
+        f"{wb:g} byte(s) per parameter.", "wrong_precision", kind="wrong_precision")
     add("ceiling", ceiling * 8,
         f"Eight times the reference: that divides by bits, not bytes. {s['weights_gb']:.1f} GB "
-        "of weights must be read every token.", "bits")
+        "of weights must be read every token.", "bits", kind="bits_vs_bytes")
     add("ceiling", g.bf16_flops / (2 * m.params),
         "That is the compute ceiling (FLOP/s over 2 FLOPs per parameter). At one user the GPU "
-        "waits on memory, not on arithmetic: divide bandwidth by bytes.", "compute_bound")
+        "waits on memory, not on arithmetic: divide bandwidth by bytes.", "compute_bound",
+        kind="misread_mechanism")
     add("ceiling", ceiling * n_srv,
         f"That is {n_srv} GPUs' bandwidth. This part asks what ONE {p['gpu']} can do.",
-        "server")
+        "server", kind="forgot_tp")
 
     add("users_needed", float(s["users_no_kv"]),
         f"You left out the KV cache. Each user adds {s['kv_user_gb']:.2f} GB of KV that is "
-        "read every step too, so the step slows as users are added.", "no_kv")
+        "read every step too, so the step slows as users are added.", "no_kv",
+        kind="miscounted_term")
     add("users_needed", float(math.floor(s["users_exact"])),
         f"You rounded down. {s['users_exact']:.2f} users is not enough; the count must reach "
-        "the claim, so round up.", "round_down")
+        "the claim, so round up.", "round_down", kind="rounding")
     add("users_needed", float(math.ceil(users_for(claim, bw, s["weights_gb"] * 1e9,
                                                   s["kv_user_gb"] * 1e9 / 2) - 1e-9)),
-        "You counted K but not V: each cached token stores both.", "k_only")
+        "You counted K but not V: each cached token stores both.", "k_only", kind="k_without_v")
     add("users_needed", float(math.ceil(users_for(claim, bw, m.params * other_bytes,
                                                   s["kv_user_gb"] * 1e9) - 1e-9)),
         f"You sized the weights in {other_name}; the slide says {p['precision']}.",
-        "wrong_precision")
+        "wrong_precision", kind="wrong_precision")
 
     server = s["server_ceiling"].value
     add("server_ceiling", s["server_ideal"],
         f"You left out the {s['allreduces']} all-reduces per token (two per layer). At "
         f"{p['ar_us']} µs each they add {s['comm_ms']:.2f} ms to a {s['shard_ms']:.2f} ms step.",
-        "no_allreduce")
+        "no_allreduce", kind="miscounted_term")
     add("server_ceiling", 1 / (s["shard_ms"] / 1e3 + m.layers * p["ar_us"] * 1e-6),
         "One all-reduce per layer is too few: tensor parallelism needs one after attention "
-        "and one after the MLP.", "one_per_layer")
+        "and one after the MLP.", "one_per_layer", kind="miscounted_term")
     add("server_ceiling", 1 / (s["shard_ms"] / 1e3 + 2 * m.layers * p["ar_us"] * 1e-6 * n_srv),
         f"The all-reduces run once per step for the whole server, not once per GPU: do not "
-        f"multiply their time by {n_srv}.", "ar_per_gpu")
+        f"multiply their time by {n_srv}.", "ar_per_gpu", kind="forgot_tp")
     add("server_ceiling", server * wb / other_bytes,
         f"You sized the weights in {other_name}; the slide says {p['precision']}.",
-        "wrong_precision")
+        "wrong_precision", kind="wrong_precision")
 
     tau = s["tau_needed"].value
     add("tau_needed", s["tau_ideal"],
         "That divides by the rate of a server without communication. Divide by the ceiling of "
         "part 3, which counts the all-reduces: it is lower, so speculation must cover more.",
-        "no_allreduce")
+        "no_allreduce", kind="miscounted_term")
     add("tau_needed", s["gap"],
         f"That is the shortfall on one GPU. The question is about the {n_srv}-GPU server.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("tau_needed", tau - 1,
         "Tokens per target step count the token the target model produces itself: the answer is "
-        "the whole ratio, not the extra drafted tokens.", "minus_one")
+        "the whole ratio, not the extra drafted tokens.", "minus_one", kind="rounding")
 
     # The conditions: the two slips a reader of the slide makes most often.
     right = s["conditions"]
@@ -350,12 +352,13 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             "conditions", sorted([*right, "server"], key=OPTIONS.index),
             f"The server alone is not enough: with its {s['allreduces']} all-reduces per token, "
             f"the {n_srv}-GPU ceiling of part 3 stays below the slide's figure.",
-            "server_alone"))
+            "server_alone", kind="misread_mechanism"))
     if "engine" not in right:
         out.append(Mistake(
             "conditions", sorted([*right, "engine"], key=OPTIONS.index),
             "No engine beats the division: every weight byte crosses the HBM bus once per step "
-            "whatever the kernels, so software only approaches the ceiling.", "engine"))
+            "whatever the kernels, so software only approaches the ceiling.", "engine",
+            kind="peak_vs_achievable"))
     return out
 
 

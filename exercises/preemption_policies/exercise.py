@@ -253,92 +253,100 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     kv = s["victim_kv"].value
     add("victim_kv", kv * p["prompt"] / n,
         f"You counted only the prompt. The victim also holds KV for the {p['victim_generated']:,} "
-        f"tokens it generated: {n:,} tokens in all.", "prompt_only")
-    add("victim_kv", kv / 2, "Half the reference: you counted K but not V.", "k_only")
+        f"tokens it generated: {n:,} tokens in all.", "prompt_only", kind="miscounted_term")
+    add("victim_kv", kv / 2, "Half the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("victim_kv", kv / tp,
         f"That is one GPU's shard. The question asks for the victim's whole cache across the "
-        f"{tp} GPUs.", "per_gpu")
+        f"{tp} GPUs.", "per_gpu", kind="forgot_tp")
     add("victim_kv", kv * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads; grouped-query attention caches only "
-        f"{m.kv_heads} KV heads.", "q_heads")
+        f"{m.kv_heads} KV heads.", "q_heads", kind="q_vs_kv_heads")
 
     rec = s["recompute_s"].value
     f_eff = tp * g.bf16_flops * p["mfu"]
     add("recompute_s", 2 * m.params * n / f_eff,
         f"You left out attention. Re-prefilling {n:,} tokens adds causal attention, "
-        f"{s['attn_pct']:.1f} % on top of the weight FLOPs.", "no_attention")
+        f"{s['attn_pct']:.1f} % on top of the weight FLOPs.", "no_attention",
+        kind="miscounted_term")
     add("recompute_s", recompute_flops(m, p["prompt"]) / f_eff,
         f"You re-prefilled only the prompt. Recompute rebuilds the KV of every token the victim "
-        f"holds, the {p['victim_generated']:,} generated ones too: {n:,} tokens.", "prompt_only")
+        f"holds, the {p['victim_generated']:,} generated ones too: {n:,} tokens.", "prompt_only",
+        kind="miscounted_term")
     add("recompute_s", rec / p["mfu"],
-        f"You ran at 100 % of peak; the statement's MFU is {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"You ran at 100 % of peak; the statement's MFU is {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
     add("recompute_s", rec * tp,
         f"That is one GPU doing all the work. The re-prefill runs tensor-parallel on all {tp}.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("recompute_s", (2 * m.params * n + 4 * m.layers * m.q_dim * n * n) / f_eff,
         "You counted full (non-causal) attention. Each token attends only to the ones before "
-        "it, which halves the attention FLOPs: 2·L·n²·d_q.", "non_causal")
+        "it, which halves the attention FLOPs: 2·L·n²·d_q.", "non_causal", kind="miscounted_term")
 
     sw = s["swap_ms"].value
     add("swap_ms", sw * tp,
         f"You pushed the whole cache through one link. Each of the {tp} GPUs copies its own "
-        "shard over its own PCIe link, in parallel.", "one_link")
+        "shard over its own PCIe link, in parallel.", "one_link", kind="forgot_tp")
     add("swap_ms", sw * 2,
         "That is the round trip. The question asks for one direction (out, or back in).",
-        "round_trip")
+        "round_trip", kind="wrong_scope")
     add("swap_ms", sw * s["pcie_gbs"] / (2 * s["pcie_raw_gbs"]),
         f"You used the bidirectional {2 * s['pcie_raw_gbs']:.0f} GB/s datasheet figure. Plan "
-        f"one direction at the stated {s['pcie_gbs']:.0f} GB/s effective.", "bidirectional")
+        f"one direction at the stated {s['pcie_gbs']:.0f} GB/s effective.", "bidirectional",
+        kind="peak_vs_achievable")
 
     res = s["reserved_concurrency"].value
     pool_tokens = s["pool_tokens"]
     add("reserved_concurrency", s["peak_concurrency"].value,
         f"That reserves only what a typical request uses ({s['peak_tokens']:,} tokens). "
         f"No-evict must reserve prompt + max_tokens = {s['reserve_tokens']:,} up front, because "
-        "the engine cannot know which request will run to its cap.", "typical_output")
+        "the engine cannot know which request will run to its cap.", "typical_output",
+        kind="mean_vs_tail")
     add("reserved_concurrency", pool_tokens // p["prompt"],
         "You reserved the prompt only. A no-evict engine reserves the prompt and the whole "
-        "max_tokens before starting a request.", "prompt_only")
+        "max_tokens before starting a request.", "prompt_only", kind="miscounted_term")
     add("reserved_concurrency", pool_tokens // s["reserve_tokens"] // tp,
         f"That is one GPU's share. At TP{tp} every request's KV is spread over all {tp} GPUs, "
-        "so the instance's whole pool counts.", "per_gpu")
+        "so the instance's whole pool counts.", "per_gpu", kind="forgot_tp")
     no_w = math.floor(_pool_gb(p, weights=False) * 1e9 / s["kappa"]) // s["reserve_tokens"]
     add("reserved_concurrency", no_w,
         f"You forgot the {s['weights_gb']} GB of weights that share the HBM with the pool.",
-        "no_weights")
+        "no_weights", kind="miscounted_term")
     full = math.floor(_pool_gb(p, mem_util=1.0) * 1e9 / s["kappa"]) // s["reserve_tokens"]
     add("reserved_concurrency", full,
-        f"You used all of the HBM. The engine takes {s['mem_util_pct']:.0f} % of it.", "no_util")
+        f"You used all of the HBM. The engine takes {s['mem_util_pct']:.0f} % of it.", "no_util",
+        kind="peak_vs_achievable")
     reported = gpu(p["gpu"]).hbm_reported_bytes
     if reported is not None:
         smi = math.floor(_pool_gb(p, hbm_bytes=reported) * 1e9 / s["kappa"]) // s["reserve_tokens"]
         add("reserved_concurrency", smi,
             "You sized the pool from the memory nvidia-smi reports. These exercises read the "
-            f"marketed {s['hbm_gb']:.0f} GB as 10^9 bytes (see the statement).", "smi_bytes")
+            f"marketed {s['hbm_gb']:.0f} GB as 10^9 bytes (see the statement).", "smi_bytes",
+            kind="gb_vs_gib")
 
     add("peak_concurrency", res,
         "That is the reservation answer. Here each request holds only what it really uses at "
-        f"its peak, prompt + output = {s['peak_tokens']:,} tokens.", "reserved")
+        f"its peak, prompt + output = {s['peak_tokens']:,} tokens.", "reserved", kind="wrong_scope")
     add("peak_concurrency", pool_tokens // (p["prompt"] + p["output"] // 2),
         f"That is the average footprint over a request's life ({p['prompt']:,} + "
         f"{p['output']:,}/2). A request must fit at its peak, just before it finishes.",
-        "life_average")
+        "life_average", kind="mean_vs_tail")
     add("peak_concurrency", pool_tokens // p["prompt"],
         "You counted the prompt only; the request's KV grows by one token per generated token.",
-        "prompt_only")
+        "prompt_only", kind="miscounted_term")
     add("peak_concurrency", pool_tokens // p["output"],
         "You counted the output only; the prompt's KV stays for the whole request.",
-        "output_only")
+        "output_only", kind="miscounted_term")
 
     out.append(Mistake(
         "who_pays", ["ne_queue", "rc_redo", "rc_victim_only", "swap_victim"],
         "Recompute does not only hurt the victim: its re-prefill runs in a step that every "
         f"running decode shares, so each of them waits about {s['step_with_recompute_ms']:.0f} ms "
-        "for its next token.", "victim_only"))
+        "for its next token.", "victim_only", kind="miscounted_term"))
     out.append(Mistake(
         "who_pays", ["ne_itl", "ne_queue", "rc_cogap", "rc_redo", "swap_victim"],
         "No-evict never pauses a running request, so running streams keep a steady gap; its cost "
-        "is queueing before admission and a smaller batch.", "ne_itl"))
+        "is queueing before admission and a smaller batch.", "ne_itl", kind="misread_mechanism"))
     return out
 
 

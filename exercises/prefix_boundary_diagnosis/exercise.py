@@ -355,73 +355,80 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     lcp = p["insert_at"]
     add("reusable", lcp,
         f"The prompts share {lcp} tokens, but the cache reuses whole blocks of {b}: round down "
-        f"to {s['reusable'].value:.0f}.", "not_aligned")
+        f"to {s['reusable'].value:.0f}.", "not_aligned", kind="rounding")
     add("reusable", b * -(-lcp // b),
         f"Rounded up: the block that holds token {lcp} differs between the two prompts, so it "
-        "cannot be reused.", "rounded_up")
+        "cannot be reused.", "rounded_up", kind="rounding")
     add("reusable", s["healthy"],
         "That is what was reusable before the release. The new line sits inside the system "
-        f"prompt, at token {lcp}: every block after it differs between requests.", "whole_system")
+        f"prompt, at token {lcp}: every block after it differs between requests.", "whole_system",
+        kind="wrong_scope")
 
     plen = s["prompt_len"]
     add("predicted_rate", lcp / plen * 100,
         "You used the shared tokens, not whole blocks: round down to the block size first.",
-        "not_aligned")
+        "not_aligned", kind="rounding")
     add("predicted_rate", b * -(-lcp // b) / plen * 100,
         f"Rounded up to a whole block: the block holding token {lcp} differs, so it misses.",
-        "rounded_up")
+        "rounded_up", kind="rounding")
     add("predicted_rate", s["healthy_rate_pct"],
         "That is the hit rate before the release, when the whole system prompt was shared.",
-        "healthy")
+        "healthy", kind="wrong_scope")
     add("predicted_rate", s["healthy_rate_pct"] / len(p["requests"]),
         "That splits the cache across replicas, but the question is what the template change "
         "predicts; and a prefix every request shares is cached on every replica anyway.",
-        "routing_split")
+        "routing_split", kind="misread_mechanism")
 
     add("observed_rate", s["mean_of_rates_pct"],
         f"That is the mean of the per-replica rates. {s['probe_name']} answered only health "
         "probes: tiny traffic, a high rate, and the mean gives it the same weight as the busy "
-        "replicas. Sum the hits and the queries over replicas, then divide.", "mean_of_rates")
+        "replicas. Sum the hits and the queries over replicas, then divide.", "mean_of_rates",
+        kind="mean_vs_tail")
     add("observed_rate", s["negative_kept_pct"],
         f"{s['restarted_name']} restarted: its counters went down, and a negative delta is not "
-        "traffic. After a reset, the delta is the value after the restart.", "negative_delta")
+        "traffic. After a reset, the delta is the value after the restart.", "negative_delta",
+        kind="misread_mechanism")
     add("observed_rate", s["dropped_pct"],
         f"You left {s['restarted_name']} out. Its counters after the restart still count "
         f"{s['restart_served']} requests of the window: use the post-restart values as its delta.",
-        "dropped_restart")
+        "dropped_restart", kind="miscounted_term")
     add("observed_rate", s["cumulative_pct"],
         "That divides the totals since each process started, dominated by the weeks before the "
-        "release. Take the window's deltas.", "cumulative")
+        "release. Take the window's deltas.", "cumulative", kind="misread_mechanism")
 
     k = p["turn_replicas"]
     add("routing_rate", s["split_all_pct"],
         f"You split the whole prefix {k} ways, but every replica holds the shared system prompt; "
-        "only the conversation's own history is split.", "split_everything")
+        "only the conversation's own history is split.", "split_everything",
+        kind="misread_mechanism")
     add("routing_rate", s["sticky_pct"],
         "That is sticky routing, where the previous turn's replica always gets the next turn.",
-        "sticky")
+        "sticky", kind="misread_mechanism")
     add("routing_rate", s["system_only_pct"],
         f"That counts only the system prompt. With probability 1/{k} the turn lands on the "
-        "replica that served the previous one and reuses the history too.", "system_only")
+        "replica that served the previous one and reuses the history too.", "system_only",
+        kind="miscounted_term")
 
     out += [
         Mistake("diagnosis", "routing",
                 "Routing cannot explain this drop: every replica caches the shared system prompt "
                 f"after its first request, so round-robin still predicts about "
                 f"{s['healthy_rate_pct']:.0f} %. The fleet rate of part 3 is far below that, "
-                "and matches what the template change predicts in part 2.", "routing"),
+                "and matches what the template change predicts in part 2.", "routing",
+                kind="misread_mechanism"),
         Mistake("diagnosis", "eviction",
                 "Eviction would make the hit rate fall with load and cache pressure; here it "
                 "matches, to a fraction of a point, what the blocks the tokenized prompts share "
-                "(part 1) allow.", "eviction"),
+                "(part 1) allow.", "eviction", kind="misread_mechanism"),
         Mistake("diagnosis", "not_cache",
                 "The counters, summed over the replicas for the window (part 3), show a rate far "
                 f"below the {s['healthy_rate_pct']:.0f} % before the release. If you got about "
                 f"{s['negative_kept_pct']:.0f} %, a restarted replica's negative deltas went "
-                "into the sum.", "not_cache"),
+                "into the sum.", "not_cache", kind="misread_mechanism"),
         Mistake("diagnosis", "both",
                 "Routing adds nothing measurable for single-turn traffic with a shared system "
-                "prompt; the template break alone predicts the observed rate.", "both"),
+                "prompt; the template break alone predicts the observed rate.", "both",
+                kind="misread_mechanism"),
     ]
     return out
 

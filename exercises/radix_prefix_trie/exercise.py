@@ -348,69 +348,72 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("matched", s_len,
         "That stops at the end of the system prompt's node. A match can end inside an edge: C "
         f"also shares the first {c_share} tokens of B's question, and the cache splits that "
-        "edge to return exactly those.", "node_boundary")
+        "edge to return exactly those.", "node_boundary", kind="misread_mechanism")
     add("matched", s_len + qb_len,
         "That counts the whole of B's question edge, but C only shares its first "
-        f"{c_share} tokens; the rest of the edge differs from C's prompt.", "whole_edge")
+        f"{c_share} tokens; the rest of the edge differs from C's prompt.", "whole_edge",
+        kind="rounding")
     add("matched", s["len_c"],
         "That is C's whole prompt. Only the cached prefix comes back from match_prefix; C's "
-        "new tokens still have to be computed.", "whole_prompt")
+        "new tokens still have to be computed.", "whole_prompt", kind="wrong_scope")
 
     nodes = int(s["nodes"].value)
     add("nodes", nodes - 1,
         "That is the tree if only insert splits edges. match_prefix splits too: C's match ends "
         "inside B's question, so that edge becomes two nodes even though C has inserted "
-        "nothing yet.", "no_match_split")
-    add("nodes", nodes + 1, "That counts the root, which holds no tokens.", "root_counted")
+        "nothing yet.", "no_match_split", kind="misread_mechanism")
+    add("nodes", nodes + 1, "That counts the root, which holds no tokens.", "root_counted",
+        kind="miscounted_term")
     add("nodes", s["total"],
         "That is one node per token (a plain trie). A radix tree keeps a run of tokens on one "
-        "edge and only splits where prompts diverge.", "per_token")
+        "edge and only splits where prompts diverge.", "per_token", kind="misread_mechanism")
 
     ev, total, prot = int(s["evictable"].value), int(s["total"]), int(s["protected"])
     add("evictable", total,
         f"That is every token in the tree. C pins its matched path ({prot} tokens from the root "
         "down to the node where its match ends), and pinned tokens are protected, not "
-        "evictable.", "counted_pinned")
+        "evictable.", "counted_pinned", kind="miscounted_term")
     add("evictable", total - s_len - qb_len,
         "That pins the whole of B's question edge. C's match ends inside it, so the edge is "
         f"split and only the first {c_share} tokens are pinned; the rest is an unlocked leaf.",
-        "pinned_whole_edge")
+        "pinned_whole_edge", kind="rounding")
     add("evictable", prot, "That is the protected size (the pinned path), not the evictable one.",
-        "swapped")
+        "swapped", kind="inverted")
     add("evictable", s["leaves_total"],
         "That counts only the current leaves. Every unlocked node counts as evictable, "
         "including an internal one whose children are unlocked: it becomes a leaf, and goes, "
-        "once they do.", "leaves_only")
+        "once they do.", "leaves_only", kind="misread_mechanism")
 
     k = int(p["k"])
     lengths = [n for _, n in _eviction_order(p)]
     leaves = [n for _, n, _ in _leaves_now(p)]
     add("freed", k,
         f"That frees exactly k = {k}. evict frees whole leaves, so it stops at the first leaf "
-        "boundary at or past k and can return more.", "exact_k")
+        "boundary at or past k and can return more.", "exact_k", kind="rounding")
     add("freed", lengths[0],
         "That stops after the first leaf. evict keeps going until at least k tokens are freed.",
-        "one_leaf")
+        "one_leaf", kind="misread_mechanism")
     add("freed", ev,
         "That frees everything evictable. evict stops as soon as it has freed at least k "
-        "tokens.", "all_evictable")
+        "tokens.", "all_evictable", kind="misread_mechanism")
     add("freed", _freed_for(leaves, k),
         "That only takes leaves that existed when evict was called. When a leaf goes and its "
         "parent is left childless and unlocked, the parent joins the candidates, and here it "
-        "is older than the remaining leaves.", "no_parent_queue")
+        "is older than the remaining leaves.", "no_parent_queue", kind="misread_mechanism")
 
     out += [
         Mistake("eviction_loop", "lru_any_node",
                 "Evicting an internal node strands its descendants: they stay resident but can "
                 "never be matched (a prefix hits only from the root), and their slots leak "
-                "unless you free them too.", "internal_node"),
+                "unless you free them too.", "internal_node", kind="misread_mechanism"),
         Mistake("eviction_loop", "push_parent_unlocked",
                 "The parent may still have other children. Queue it only when its last child is "
                 "gone, or it is freed as an internal node and its remaining children are "
-                "stranded.", "parent_with_children"),
+                "stranded.", "parent_with_children", kind="misread_mechanism"),
         Mistake("eviction_loop", "push_parent_childless",
                 "A childless parent can still be pinned by a running request whose match ended "
-                "there. Evicting it frees KV that request is about to read.", "locked_parent"),
+                "there. Evicting it frees KV that request is about to read.", "locked_parent",
+                kind="misread_mechanism"),
     ]
     return out
 

@@ -364,97 +364,103 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     kv = s["kv_token"].value
     add("kv_token", s["kv_model"],
         f"That is the whole model's KV per token. At TP{tp} each GPU holds "
-        f"{s['heads_per_gpu']} of the {m.kv_heads} KV heads.", "whole_model")
-    add("kv_token", kv / 2, "Half the reference: you counted K but not V.", "k_only")
+        f"{s['heads_per_gpu']} of the {m.kv_heads} KV heads.", "whole_model", kind="forgot_tp")
+    add("kv_token", kv / 2, "Half the reference: you counted K but not V.", "k_only",
+        kind="k_without_v")
     add("kv_token", kv * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads; only the {m.kv_heads} KV heads are cached.",
-        "q_heads")
+        "q_heads", kind="q_vs_kv_heads")
     add("kv_token", kv / 2,
-        "Half the reference: the KV is BF16 (2 bytes per element), not FP8.", "fp8_kv")
+        "Half the reference: the KV is BF16 (2 bytes per element), not FP8.", "fp8_kv",
+        kind="wrong_precision")
 
     tok = s["pool_tokens"].value
     kvb = kv * B
     add("pool_tokens", math.floor((s["requested_gib"] * GIB - 2 * params_shown(p) / tp
                                    - p["other_gib"] * GIB) / kvb) * B,
-        "You counted 2 bytes per weight. The weights are FP8: 1 byte each.", "bf16_weights")
+        "You counted 2 bytes per weight. The weights are FP8: 1 byte each.", "bf16_weights",
+        kind="wrong_precision")
     add("pool_tokens", math.floor((_total_gib(p) * GIB - params_shown(p) / tp
                                    - p["other_gib"] * GIB) / kvb) * B,
         f"You used all {s['total_gib']:.2f} GiB; the engine works inside "
-        f"{p['util']} x total = {s['requested_gib']:g} GiB.", "no_util")
+        f"{p['util']} x total = {s['requested_gib']:g} GiB.", "no_util", kind="peak_vs_achievable")
     add("pool_tokens", math.floor((s["requested_gib"] * GIB - params_shown(p)
                                    - p["other_gib"] * GIB) / kvb) * B,
         f"You subtracted the whole model's weights from one GPU. At TP{tp} each GPU holds "
-        f"1/{tp} of them.", "all_weights_per_gpu")
+        f"1/{tp} of them.", "all_weights_per_gpu", kind="forgot_tp")
     add("pool_tokens", tok * kv / s["kv_model"],
         f"You divided by the whole model's KV per token ({s['kv_model']:,} B). Each GPU stores "
         f"only its heads' share ({kv:,} B), and every GPU holds a slice of every token.",
-        "whole_model_kv")
+        "whole_model_kv", kind="forgot_tp")
     add("pool_tokens", tok * tp,
         f"You multiplied by the {tp} GPUs. Each token's KV is spread over all of them, so the "
-        "instance holds as many tokens as one GPU's share does.", "times_tp")
+        "instance holds as many tokens as one GPU's share does.", "times_tp", kind="forgot_tp")
 
     nb = s["pool_blocks"]
     add("conc_reserve", nb // _blocks(omax, B),
         f"You left out the prompt: each request needs {P:,} + {omax:,} tokens at the end.",
-        "no_prompt")
+        "no_prompt", kind="miscounted_term")
     add("conc_reserve", nb // _blocks(P + round(s["omean"]), B),
         f"You reserved for the mean reply ({s['omean']:,.0f}). Half the requests run longer "
-        "and would be preempted.", "mean")
+        "and would be preempted.", "mean", kind="mean_vs_tail")
     add("conc_reserve", int(s["conc_fixed"]),
         f"That divides the pool by an average footprint ({s['fixed_fp']:,.0f} tokens). A "
         f"reservation must hold the whole longest reply, {P:,} + {omax:,} tokens, from "
-        "admission to the end.", "average")
+        "admission to the end.", "average", kind="mean_vs_tail")
     add("conc_reserve", round(nb / s["reserve_blocks"]),
         f"{nb:,} / {s['reserve_blocks']:,} = {nb / s['reserve_blocks']:.2f}: round down.",
-        "rounded_up")
+        "rounded_up", kind="rounding")
 
     add("conc_expected", s["conc_fixed"],
         f"P + O/2 with O = {s['omean']:,.0f} is right only if every reply has the mean length. "
         "With replies spread evenly up to the maximum, long replies stay longer and hold more "
         "KV while they do: weight each reply by its duration, E[O(P + O/2)] / E[O] = "
-        f"P + O_max/3 = {s['weighted_fp']:,.0f} tokens.", "fixed_length")
+        f"P + O_max/3 = {s['weighted_fp']:,.0f} tokens.", "fixed_length", kind="mean_vs_tail")
     add("conc_expected", tok / (P + s["omean"]),
         "That counts each request at the end of a mean reply. Averaged over its life a request "
         "holds less, and the long replies hold it longer: use the duration-weighted footprint.",
-        "end_of_mean")
+        "end_of_mean", kind="mean_vs_tail")
     add("conc_expected", tok / (P + omax / 2),
         f"That averages a maximal reply ({omax:,} tokens) over its life. Most replies are "
-        "shorter: the duration-weighted average is P + O_max/3.", "half_max")
+        "shorter: the duration-weighted average is P + O_max/3.", "half_max", kind="mean_vs_tail")
     add("conc_expected", s["conc_reserve"].value,
         "That is the worst-case reservation. The part asks what the pool carries on average.",
-        "reserve")
+        "reserve", kind="mean_vs_tail")
 
     t = s["preempt_s"].value
     add("preempt_s", t * P / s["redo_tokens"],
         f"Recompute re-prefills the prompt AND the {p['victim_gen']:,} generated tokens, not the "
-        "prompt alone.", "prompt_only")
+        "prompt alone.", "prompt_only", kind="miscounted_term")
     add("preempt_s", t / 2,
         "Half the reference: that is prefill at the FP8 rate. The statement runs it at 50 % of "
-        "the dense BF16 peak.", "fp8_rate")
+        "the dense BF16 peak.", "fp8_rate", kind="wrong_precision")
     add("preempt_s", t * tp,
-        f"That runs the prefill on one GPU. All {tp} GPUs of the instance share it.", "one_gpu")
+        f"That runs the prefill on one GPU. All {tp} GPUs of the instance share it.", "one_gpu",
+        kind="forgot_tp")
     add("preempt_s", t * p["mfu"],
-        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"That is at 100 % of peak; the statement says {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
     add("preempt_s", t / 2,
         "Half the reference: a token costs 2 FLOPs per parameter (a multiply and an add), "
-        "not 1.", "one_flop")
+        "not 1.", "one_flop", kind="flop_counting")
 
     u = s["user_tps"].value
     add("user_tps", s["full_tps"],
         f"That is the throughput of the whole batch. Per user it is divided by "
-        f"{s['big_batch']}.", "throughput")
+        f"{s['big_batch']}.", "throughput", kind="wrong_scope")
     add("user_tps", 1 / step_s(p, s["big_batch"], 0),
         "You timed a step by the weights alone. Each step also reads every request's KV: "
-        f"{s['big_batch']} x {s['ctx_mid']:,.0f} tokens of it.", "no_kv")
+        f"{s['big_batch']} x {s['ctx_mid']:,.0f} tokens of it.", "no_kv", kind="miscounted_term")
     add("user_tps", s["late_user_tps"],
         f"That uses the late context ({s['ctx_late']:,.0f}); the part asks at the mean context "
-        f"{s['ctx_mid']:,.0f}.", "late_ctx")
+        f"{s['ctx_mid']:,.0f}.", "late_ctx", kind="wrong_scope")
     add("user_tps", u / p["eta"],
-        f"You used the full bandwidth; a step reaches {s['eta_pct']:.0f} % of it.", "no_eta")
+        f"You used the full bandwidth; a step reaches {s['eta_pct']:.0f} % of it.", "no_eta",
+        kind="peak_vs_achievable")
     if tp > 1:
         add("user_tps", u / tp,
             f"You used one GPU's bandwidth for the whole model. The {tp} GPUs read their shards "
-            "in parallel.", "bandwidth_per_gpu")
+            "in parallel.", "bandwidth_per_gpu", kind="forgot_tp")
     return out
 
 

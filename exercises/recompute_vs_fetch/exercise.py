@@ -174,77 +174,85 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     rc = s["recompute_us"].value
     add("recompute_us", rc * tp,
         f"That is one GPU doing all the work. The replica's {tp} GPUs share the recompute.",
-        "one_gpu")
+        "one_gpu", kind="forgot_tp")
     add("recompute_us", rc * mfu,
-        f"You ran at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu")
+        f"You ran at 100 % of peak. The stated MFU is {s['mfu_pct']:.0f} %.", "no_mfu",
+        kind="peak_vs_achievable")
     add("recompute_us", rc / 2,
         "Half the reference: a token costs 2 FLOPs per parameter (multiply and add), or you used "
-        "the sparse or FP8 rate instead of dense BF16.", "half")
+        "the sparse or FP8 rate instead of dense BF16.", "half", kind="flop_counting")
     add("recompute_us", rc * 3,
         "Three times the reference: 6P per token is the training rule (forward and backward). "
-        "Recomputing a prefix is a forward pass only, 2P.", "training_6p")
+        "Recomputing a prefix is a forward pass only, 2P.", "training_6p", kind="flop_counting")
     if m.is_moe:
         add("recompute_us", rc * m.params / m.active_params,
             "You used the total parameter count. Each token only runs through its active "
-            f"experts: {s['active_params']:,} parameters.", "total_params")
+            f"experts: {s['active_params']:,} parameters.", "total_params",
+            kind="misread_mechanism")
 
     fe = s["fetch_us"].value
     add("fetch_us", fe * tp,
         f"That pushes the whole token's KV through one link. Each of the {tp} GPUs fetches its "
-        "own shard over its own link, in parallel.", "one_link")
-    add("fetch_us", fe / 2, "Half the reference: the cache holds K and V.", "k_only")
+        "own shard over its own link, in parallel.", "one_link", kind="forgot_tp")
+    add("fetch_us", fe / 2, "Half the reference: the cache holds K and V.", "k_only",
+        kind="k_without_v")
     add("fetch_us", fe * s["link_gbs"] / s["link_raw_gbs"],
         f"You used the raw {s['link_raw_gbs']:g} GB/s of the link. The statement's effective "
-        f"rate is {s['link_gbs']:g} GB/s.", "raw_rate")
+        f"rate is {s['link_gbs']:g} GB/s.", "raw_rate", kind="peak_vs_achievable")
     if tp > 1:
         add("fetch_us", fe / tp,
             f"You divided by {tp} twice: the per-GPU shard already is 1/{tp} of the token's KV.",
-            "double_split")
+            "double_split", kind="forgot_tp")
 
     r = s["ratio"].value
     add("ratio", 1 / r,
         "Upside down: the ratio is recompute time over fetch time, so above 1 means fetching "
-        "wins.", "inverted")
+        "wins.", "inverted", kind="inverted")
     if tp > 1:
         add("ratio", r / tp,
             f"You spread the recompute over {tp} GPUs but pushed the fetch through one link. "
-            "Both sides scale with the GPU count, which is why it cancels.", "one_link")
+            "Both sides scale with the GPU count, which is why it cancels.", "one_link",
+            kind="forgot_tp")
         add("ratio", r * tp,
             f"You split the fetch over {tp} links but gave the recompute one GPU. Both sides "
-            "scale with the GPU count.", "one_gpu")
-    add("ratio", r * mfu, f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu")
-    add("ratio", r * 2, "Twice the reference: you fetched K but not V.", "k_only")
+            "scale with the GPU count.", "one_gpu", kind="forgot_tp")
+    add("ratio", r * mfu, f"You left out the {s['mfu_pct']:.0f} % MFU.", "no_mfu",
+        kind="peak_vs_achievable")
+    add("ratio", r * 2, "Twice the reference: you fetched K but not V.", "k_only",
+        kind="k_without_v")
 
     be = s["breakeven_bw"].value
     add("breakeven_bw", be * tp,
         f"That is the whole replica. The question asks per GPU; each of the {tp} GPUs has its "
-        "own link.", "replica")
+        "own link.", "replica", kind="forgot_tp")
     add("breakeven_bw", be / mfu,
         f"You assumed 100 % MFU. At {s['mfu_pct']:.0f} % the GPU recomputes more slowly, so a "
-        "slower link already ties.", "no_mfu")
-    add("breakeven_bw", be / 2, "Half the reference: the cache holds K and V.", "k_only")
+        "slower link already ties.", "no_mfu", kind="peak_vs_achievable")
+    add("breakeven_bw", be / 2, "Half the reference: the cache holds K and V.", "k_only",
+        kind="k_without_v")
     add("breakeven_bw", be * 8,
-        "Eight times the reference: a gigabit/gigabyte slip.", "bits")
+        "Eight times the reference: a gigabit/gigabyte slip.", "bits", kind="bits_vs_bytes")
 
     sr = s["slow_ratio"].value
     add("slow_ratio", sr * tp,
         f"You gave every GPU the tier's full {p['slow_gbs']} GB/s. The whole replica shares it: "
-        f"{s['slow_per_gpu_gbs']:.3g} GB/s per GPU.", "not_shared")
+        f"{s['slow_per_gpu_gbs']:.3g} GB/s per GPU.", "not_shared", kind="forgot_tp")
     add("slow_ratio", 1 / sr,
         "Upside down: recompute time over fetch time, so below 1 means recomputing wins.",
-        "inverted")
+        "inverted", kind="inverted")
     add("slow_ratio", r,
         "That is the PCIe ratio. The slow tier feeds the GPUs far more slowly than host memory "
-        "does.", "pcie")
+        "does.", "pcie", kind="wrong_scope")
 
     out.append(Mistake(
         "loses", [*LOSES, "long_prefix"],
         "A long prefix favours fetching even more: both costs are per token, and recomputing also "
-        "pays attention over the whole prefix, which grows with its length.", "long_prefix"))
+        "pays attention over the whole prefix, which grows with its length.", "long_prefix",
+        kind="misread_mechanism"))
     out.append(Mistake(
         "loses", [*LOSES, "more_gpus"],
         "More GPUs do not change the verdict: each also brings its own link and fetches its own "
-        "shard, so the GPU count cancels from the ratio.", "more_gpus"))
+        "shard, so the GPU count cancels from the ratio.", "more_gpus", kind="forgot_tp"))
     return out
 
 

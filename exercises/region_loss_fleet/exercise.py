@@ -224,68 +224,74 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("fleet", s["dominant_term"],
         f"(D + d_max)/(r·U) is only one of two lower bounds. With {n} regions, whichever region "
         "holds the most capacity (at least C/N of it) can fail, so the rest must still carry D: "
-        f"C ≥ N·D/((N−1)·r·U) = {s['balanced_term']:.1f}.", "dmax_only")
+        f"C ≥ N·D/((N−1)·r·U) = {s['balanced_term']:.1f}.", "dmax_only", kind="miscounted_term")
     add("fleet", s["balanced_term"],
         f"N·D/(N−1) assumes balanced regions. {s['big_name']} is large enough to bind: it "
         "must hold its own peak, and after its loss the rest still need D/(r·U): "
-        f"C ≥ (D + d_max)/(r·U) = {s['dominant_term']:.1f}.", "balanced_only")
+        f"C ≥ (D + d_max)/(r·U) = {s['dominant_term']:.1f}.", "balanced_only",
+        kind="miscounted_term")
     add("fleet", base,
         "That is the fleet for normal operation. After a region loss the survivors must carry its "
-        "traffic too, and a new replica takes minutes to start.", "no_spare")
+        "traffic too, and a new replica takes minutes to start.", "no_spare",
+        kind="miscounted_term")
     add("fleet", 2 * base,
         "That doubles the fleet (a full mirror). Any surviving region may take the lost traffic, "
-        "so the spare can be shared.", "mirror")
+        "so the spare can be shared.", "mirror", kind="misread_mechanism")
     add("fleet", fleet * p["U"],
         f"That counts r req/s per replica. Under the {p['U']:g} ceiling a replica carries only "
-        f"r·U = {q:g} req/s.", "no_U")
+        f"r·U = {q:g} req/s.", "no_U", kind="peak_vs_achievable")
 
     ov = s["overhead"].value
     add("overhead", s["equal_ratio"] - 1 if s["binding"] == "dominant" else s["d_max"] / s["total"],
         "That is the other term's overhead. It is max(d_max/D, 1/(N−1)): here "
         + ("the largest region dominates." if s["binding"] == "dominant" else
-           "the regions are balanced enough that N/(N−1) binds."), "other_term")
+           "the regions are balanced enough that N/(N−1) binds."), "other_term", kind="wrong_scope")
     add("overhead", ov + 1,
         "That is the ratio of the two fleets. The part asks how much larger, the ratio minus 1.",
-        "ratio")
-    add("overhead", 1.0, "A full mirror doubles the fleet; shared spare needs less.", "mirror")
+        "ratio", kind="wrong_scope")
+    add("overhead", 1.0, "A full mirror doubles the fleet; shared spare needs less.", "mirror",
+        kind="misread_mechanism")
 
     add("cap", s["own_max"] if s["binding"] != "dominant" else fleet / n,
         "The cap is C* − D/(r·U): losing a region must leave at least D/(r·U) behind. "
         + ("That is only the largest region's own need; with balanced regions every region sits "
            "at the cap, C*/N." if s["binding"] != "dominant" else
            "That is an even split, C*/N; the largest region holds exactly its own need."),
-        "wrong_cap")
+        "wrong_cap", kind="misread_mechanism")
     add("cap", base,
         "That is what must remain after a loss, D/(r·U). The cap on one region is the fleet minus "
-        "that.", "survivors")
+        "that.", "survivors", kind="wrong_scope")
     add("cap", fleet,
-        "No single region may hold the whole fleet: losing it would leave nothing.", "whole")
+        "No single region may hold the whole fleet: losing it would leave nothing.", "whole",
+        kind="misread_mechanism")
 
     nbv = s["neighbour"].value
     add("neighbour", s["nb_spare"],
         f"That is the spare alone. {p['neighbour']} still serves its own "
         f"{s['d_nb']:,.0f} req/s, so it needs its own {s['own_nb']:.1f} replicas as well.",
-        "spare_only")
+        "spare_only", kind="miscounted_term")
     add("neighbour", s["own_nb"] + s["nb_spare"] / (n - 1),
         f"That spreads {s['big_name']}'s traffic over every other region. Only "
-        f"{p['neighbour']} is within reach, so it must hold all of it.", "spread")
+        f"{p['neighbour']} is within reach, so it must hold all of it.", "spread",
+        kind="misread_mechanism")
     add("neighbour", nbv * p["U"],
         f"That counts r req/s per replica; under the ceiling a replica carries r·U = {q:g}.",
-        "no_U")
+        "no_U", kind="peak_vs_achievable")
 
     shed = s["shed"].value
-    add("shed", shed / 60, "That multiplies by minutes; the demand is per second.", "minutes")
+    add("shed", shed / 60, "That multiplies by minutes; the demand is per second.", "minutes",
+        kind="unit_slip")
     add("shed", s["total"] * s["start_s"],
         "That is the whole fleet's traffic. Only the lost region's requests have nowhere to go.",
-        "whole_fleet")
+        "whole_fleet", kind="wrong_scope")
     if s["shed_no_u"] > 0:
         add("shed", s["shed_no_u"],
             f"That runs the survivors past the {p['U']:g} ceiling to absorb part of the load. "
             "Above U the latency SLO breaks, so the statement counts that capacity as unusable.",
-            "headroom")
+            "headroom", kind="peak_vs_achievable")
     add("shed", s["d_max"] * 60,
         "That is one minute of the lost region's traffic; replicas take "
-        f"{p['start_min']} minutes to start.", "one_minute")
+        f"{p['start_min']} minutes to start.", "one_minute", kind="wrong_scope")
     return out
 
 

@@ -258,94 +258,99 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     full = s["kv_all_full"].value
     add("kv_all_full", full / 2,
         "Half the reference: you counted K but not V (or already applied the window). This part "
-        "asks for every layer keeping every token, K and V.", "k_only")
+        "asks for every layer keeping every token, K and V.", "k_only", kind="k_without_v")
     add("kv_all_full", full * 2,
-        "Twice the reference: the cache is BF16, 2 bytes per element, not 4.", "fp32")
+        "Twice the reference: the cache is BF16, 2 bytes per element, not 4.", "fp32",
+        kind="wrong_precision")
     add("kv_all_full", full * m.q_heads / m.kv_heads,
         f"You used the {m.q_heads} query heads. With grouped-query attention only the "
-        f"{m.kv_heads} KV heads are cached.", "q_heads")
+        f"{m.kv_heads} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
     add("kv_all_full", full / m.layers,
         f"That is one layer. Every one of the {m.layers} layers keeps its own K and V.",
-        "one_layer")
+        "one_layer", kind="one_layer")
 
     wind = s["kv_windowed"].value
     add("kv_windowed", full,
         "That is the all-full figure: the windowed layers still keep only the last "
-        f"{w:,} tokens.", "no_window")
+        f"{w:,} tokens.", "no_window", kind="miscounted_term")
     add("kv_windowed", b * m.layers * min(w, n) / 1e9,
         f"You windowed every layer. Only the {n_loc} sliding-window layers stop at {w:,} tokens; "
-        f"the {n_glob} full-attention layers keep all {n:,}.", "all_windowed")
+        f"the {n_glob} full-attention layers keep all {n:,}.", "all_windowed", kind="one_layer")
     add("kv_windowed", wind / 2,
-        "Half the reference: you counted K but not V.", "k_only")
+        "Half the reference: you counted K but not V.", "k_only", kind="k_without_v")
     add("kv_windowed", b * (n_loc * n + n_glob * min(w, n)) / 1e9,
         f"You swapped the layer counts: {n_loc} layers are windowed and {n_glob} are full.",
-        "swapped")
+        "swapped", kind="one_layer")
     add("kv_windowed", full * f,
         f"You multiplied the all-full figure by the windowed share f = {f:.3f}. That is roughly "
         "what the windowed layers would have cost, the part you SAVE; the cache keeps the rest.",
-        "kept_saving")
+        "kept_saving", kind="misread_mechanism")
 
     add("saving_short", 100 * f,
         f"That is the long-context limit f. At {n_s:,} tokens the windowed layers still keep "
-        f"{w:,} of them, {s['w_over_ls_pct']:.1f} %: f × (1 − W/L).", "limit")
+        f"{w:,} of them, {s['w_over_ls_pct']:.1f} %: f × (1 − W/L).", "limit", kind="wrong_scope")
     add("saving_short", 100 * (1 - w / n_s),
         f"You left out the layer ratio: only {n_loc} of {m.layers} layers are windowed, so "
-        "multiply by f.", "no_ratio")
+        "multiply by f.", "no_ratio", kind="one_layer")
     add("saving_short", 100 * f * w / n_s,
-        "That is what the windowed layers keep, not what they save: f × (1 − W/L).", "kept")
+        "That is what the windowed layers keep, not what they save: f × (1 − W/L).", "kept",
+        kind="inverted")
     add("saving_short", s["saving_pct"],
         f"That is the saving at {n:,} tokens. This part asks about a {n_s:,}-token request.",
-        "long_context")
+        "long_context", kind="wrong_scope")
     add("saving_short", 100 * (1 - f) * (1 - w / n_s),
         f"You used the full-attention share (1 − f). The saving comes from the {n_loc} windowed "
-        "layers: f × (1 − W/L).", "global_share")
+        "layers: f × (1 − W/L).", "global_share", kind="one_layer")
 
     count = s["count_windowed"]
     add("concurrency", s["count_all_full"],
         "That is the count with every layer keeping every token, what you get with the hybrid "
-        "KV cache manager off. The question assumes it is on.", "hybrid_off")
+        "KV cache manager off. The question assumes it is on.", "hybrid_off",
+        kind="misread_mechanism")
     add("concurrency", count + 1,
         f"You rounded up: {s['exact_windowed']:.2f} requests' worth of memory holds "
-        f"{count} whole requests.", "round_up")
+        f"{count} whole requests.", "round_up", kind="rounding")
     add("concurrency", math.floor(p["pool_gb"] * 2**30 / s["windowed_bytes"]),
         f"You read the pool as {p['pool_gb']} GiB. It is {p['pool_gb']} GB = "
-        f"{p['pool_gb']}×10^9 bytes.", "gib_pool")
+        f"{p['pool_gb']}×10^9 bytes.", "gib_pool", kind="gb_vs_gib")
     add("concurrency", math.floor(p["pool_gb"] * 1e9 / (b * n_glob * n)),
         "You dropped the windowed layers entirely; they still hold their last "
-        f"{w:,} tokens each.", "no_local")
+        f"{w:,} tokens each.", "no_local", kind="miscounted_term")
     add("concurrency", math.floor(p["pool_gb"] * 1e9 / (b * m.layers * min(w, n))),
-        "You windowed every layer; the full-attention layers keep every token.", "all_windowed")
+        "You windowed every layer; the full-attention layers keep every token.", "all_windowed",
+        kind="one_layer")
 
     out += [
         Mistake("saving_formula", "1 - W/L",
                 "That is the saving of ONE windowed layer. Only a fraction f of the layers is "
-                "windowed: multiply by f.", "no_f"),
+                "windowed: multiply by f.", "no_f", kind="one_layer"),
         Mistake("saving_formula", "f",
                 "That is the limit as L grows. At finite L the windowed layers still keep W "
-                "tokens: f(1 − W/L).", "limit"),
+                "tokens: f(1 − W/L).", "limit", kind="wrong_scope"),
         Mistake("saving_formula", "f*W/L",
                 "That is what the windowed layers keep, as a share of the all-full cache. The "
-                "saving is f(1 − W/L).", "kept"),
+                "saving is f(1 − W/L).", "kept", kind="inverted"),
         Mistake("saving_formula", "(1 - f)*(1 - W/L)",
-                "1 − f is the share of full-attention layers, which save nothing.", "global_share"),
+                "1 − f is the share of full-attention layers, which save nothing.", "global_share",
+                kind="one_layer"),
     ]
     out += [
         Mistake("allocator", ["groups_free", "prefix_hit", "trt_static"],
                 "Turning the hybrid manager off loses the whole memory saving: vLLM then gives "
                 "every layer blocks for every token (it warns at start-up). The compute saving "
-                "stays.", "missed_off"),
+                "stays.", "missed_off", kind="misread_mechanism"),
         Mistake("allocator", [*ALLOCATOR_TRUE, "ring_buffer"],
                 "vLLM does not use a ring buffer: it allocates a new block as tokens arrive and "
                 "frees blocks that fall out of the window, which keeps prefix caching working.",
-                "ring_buffer"),
+                "ring_buffer", kind="misread_mechanism"),
         Mistake("allocator", [*ALLOCATOR_TRUE, "startup_w_only"],
                 "vLLM's per-request worst case for a sliding-window layer is "
                 "min(W − 1 + max_num_batched_tokens, max_model_len) tokens plus one block, "
                 "because a prefill chunk needs the window before it plus the chunk itself.",
-                "startup_w_only"),
+                "startup_w_only", kind="mean_vs_tail"),
         Mistake("allocator", ["groups_free", "off_no_saving", "prefix_hit"],
                 "TensorRT-LLM does keep one pool per window size, with a memory split fixed at "
-                "start-up (its KV cache docs say so).", "missed_trt"),
+                "start-up (its KV cache docs say so).", "missed_trt", kind="misread_mechanism"),
     ]
     return out
 

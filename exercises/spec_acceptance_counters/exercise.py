@@ -336,48 +336,51 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("acceptance_rate", s["cum_rate"],
         f"That is A/T from the totals at {s['bench_to']}, which mixes in every request since the "
         "process started. The counters are cumulative: take the differences over the window.",
-        "cumulative")
+        "cumulative", kind="misread_mechanism")
     add("acceptance_rate", da / dd,
         "That is accepted tokens per draft (per verify step). The acceptance rate is per drafted "
-        "token: dA / dT.", "per_draft")
+        "token: dA / dT.", "per_draft", kind="wrong_scope")
     add("acceptance_rate", (da + dd) / (dt + dd),
         "You counted the bonus token as an accepted draft. It is produced by the target model on "
-        "every step, whatever the drafter proposed: the rate is dA / dT.", "bonus_in_rate")
+        "every step, whatever the drafter proposed: the rate is dA / dT.", "bonus_in_rate",
+        kind="miscounted_term")
     add("acceptance_rate", 1 - s["alpha"],
-        "That is the share of draft tokens that were rejected.", "rejection_rate")
+        "That is the share of draft tokens that were rejected.", "rejection_rate", kind="inverted")
 
     add("accept_length", da / dd,
         "You left out the bonus token: every verify step emits the accepted drafts plus one token "
-        "from the target model, so the length is 1 + dA / dD.", "no_bonus")
+        "from the target model, so the length is 1 + dA / dD.", "no_bonus", kind="miscounted_term")
     add("accept_length", 1 + s["alpha"],
         f"1 + α would be right only if each step drafted one token. With k = {k} the length is "
-        "1 + dA / dD (tokens accepted per step, plus the bonus).", "one_plus_alpha")
+        "1 + dA / dD (tokens accepted per step, plus the bonus).", "one_plus_alpha",
+        kind="misread_mechanism")
     add("accept_length", s["cum_length"],
-        f"That uses the totals at {s['bench_to']}, not the window's deltas.", "cumulative")
+        f"That uses the totals at {s['bench_to']}, not the window's deltas.", "cumulative",
+        kind="misread_mechanism")
     add("accept_length", s["delivered_per_step"],
         "That is what the clients received per step. The counters also count drafts accepted "
         "after the stop token, which were thrown away; the mean acceptance length is the "
-        "engine's count, 1 + dA / dD.", "delivered")
+        "engine's count, 1 + dA / dD.", "delivered", kind="misread_mechanism")
 
     n, g = p["n_requests"], p["client_tokens"]
     add("steps_per_request", s["naive_steps"],
         "Dividing the tokens the clients received by τ is biased twice: the first token of "
         "each reply comes from prefill, not a verify step, and τ counts drafts accepted after "
         "the stop token that never reached the client. Every step drafts, so use dD / N.",
-        "tokens_over_tau")
+        "tokens_over_tau", kind="miscounted_term")
     add("steps_per_request", s["no_prefill_steps"],
         "You removed the prefill token, but τ still counts the accepted drafts the stop threw "
         "away, so dividing delivered tokens by τ undercounts the steps. Every step drafts once "
-        "per request: dD / N.", "eos_bias")
+        "per request: dD / N.", "eos_bias", kind="misread_mechanism")
     add("steps_per_request", g / n,
         "That is tokens per request, not verify steps: each step emits about τ tokens.",
-        "tokens_per_request")
+        "tokens_per_request", kind="wrong_scope")
     add("steps_per_request", dt / n,
         f"That is draft tokens per request; each verify step drafts up to k = {k} of them.",
-        "draft_tokens")
+        "draft_tokens", kind="wrong_scope")
     add("steps_per_request", (g - n) / n / (k + 1),
         f"That assumes every step emits k + 1 = {k + 1} tokens, i.e. every draft accepted.",
-        "all_accepted")
+        "all_accepted", kind="mean_vs_tail")
 
     ref = s["discard"]
     sw, zw, rw = s["short_window"].lower(), s["zero_window"].lower(), s["reset_window"].lower()
@@ -405,7 +408,9 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     for answer, feedback, name in choice:
         if answer and answer not in seen:  # e.g. the window after the restart is the short one
             seen.append(answer)
-            out.append(Mistake("discard", answer, feedback, name))
+            # Keeping the 0/0 window averages in an undefined rate; the others misread the counters.
+            kind = "mean_vs_tail" if name == "keep_zero" else "misread_mechanism"
+            out.append(Mistake("discard", answer, feedback, name, kind=kind))
     return out
 
 

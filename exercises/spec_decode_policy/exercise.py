@@ -209,50 +209,55 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("speedup_low", s["e_low"] / (1 + k * c),
         f"You priced the verify pass as free. The step feeds {s['verify_tokens']:,} tokens to the "
         f"target, past the {knee}-token knee, so it takes {s['verify']:.2f} plain steps.",
-        "flat_verify")
+        "flat_verify", kind="misread_mechanism")
     add("speedup_low", (1 + k * a) / s["cost"],
         "1 + kα counts every draft as judged on its own. The target stops at the first rejection, "
-        "so draft j counts only if all before it were accepted: 1 + α + … + α^k.", "linear_e")
+        "so draft j counts only if all before it were accepted: 1 + α + … + α^k.", "linear_e",
+        kind="mean_vs_tail")
     add("speedup_low", s["e_low"] / s["verify"],
-        f"You left out drafting: {k} drafts at {c:g} of a step each.", "no_draft")
+        f"You left out drafting: {k} drafts at {c:g} of a step each.", "no_draft",
+        kind="miscounted_term")
     add("speedup_low", (1 + a) / s["cost"],
         f"That is one draft's worth of tokens (1 + α). With k = {k} drafts the expected tokens are "
-        f"1 + α + … + α^{k}.", "one_draft")
+        f"1 + α + … + α^{k}.", "one_draft", kind="wrong_scope")
 
     be = s["break_even"].value
     add("break_even", _break_even(k, 1 + k * c) * 100,
         "That is the break-even with a free verify pass (batch 1). At this batch the verify pass "
-        "is past the knee and costs more, so the break-even acceptance is higher.", "flat_verify")
+        "is past the knee and costs more, so the break-even acceptance is higher.", "flat_verify",
+        kind="misread_mechanism")
     add("break_even", (s["cost"] - 1) * 100,
         f"Solving 1 + α = cost treats the step as one draft. With k = {k}, solve "
-        f"1 + α + … + α^{k} = {s['cost']:.2f}.", "one_draft")
+        f"1 + α + … + α^{k} = {s['cost']:.2f}.", "one_draft", kind="wrong_scope")
     add("break_even", (s["cost"] - 1) / k * 100,
         "Solving 1 + kα = cost assumes every draft is judged on its own; acceptance stops at the "
-        "first rejection.", "linear_e")
-    add("break_even", be / 2, "Half the reference: solve E(α, k) = step cost directly.", "half")
+        "first rejection.", "linear_e", kind="mean_vs_tail")
+    add("break_even", be / 2, "Half the reference: solve E(α, k) = step cost directly.", "half",
+        kind="misread_mechanism")
 
     add("tail_ms", s["plain_ms"],
         "That is the plain step. With speculation on, this request pays the whole longer step "
-        "and still gets about one token from it.", "plain")
+        "and still gets about one token from it.", "plain", kind="misread_mechanism")
     add("tail_ms", t * (1 + k * c) / s["e_tail"],
         "You left out the growth of the verify pass: past the knee it costs more than a plain "
-        "step.", "flat_verify")
+        "step.", "flat_verify", kind="misread_mechanism")
     add("tail_ms", s["step_ms"] / (k + 1),
         f"That assumes all {k} drafts are accepted. This request's drafts almost never are.",
-        "all_accepted")
+        "all_accepted", kind="mean_vs_tail")
     add("tail_ms", s["high_ms"],
         "That is the time per token of a high-acceptance request; the question is about the one "
-        "whose drafts are rejected.", "high_alpha")
+        "whose drafts are rejected.", "high_alpha", kind="wrong_scope")
 
     add("alpha_measured", s["naive_ratio"],
         "accepted / draft tokens is not α: positions after the first rejection are drafted but "
         "never judged, so they pull the ratio down. Use the first-position counter over the "
-        "drafts.", "naive_ratio")
+        "drafts.", "naive_ratio", kind="mean_vs_tail")
     add("alpha_measured", s["mean_accepted"],
         "accepted / drafts is the mean number of accepted drafts per step, E − 1, not the "
-        "per-token acceptance probability.", "mean_accepted")
+        "per-token acceptance probability.", "mean_accepted", kind="mean_vs_tail")
     add("alpha_measured", s["tau"],
-        "1 + accepted / drafts is the mean acceptance length τ (tokens per step), not α.", "tau")
+        "1 + accepted / drafts is the mean acceptance length τ (tokens per step), not α.", "tau",
+        kind="mean_vs_tail")
     return out
 
 

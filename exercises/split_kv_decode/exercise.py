@@ -337,80 +337,85 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
             f"You gave every query head its own CTA. For one query token FlashAttention folds the "
             f"{group} query heads that share a KV head into the M dimension of one tile "
             f"(seqlenq_ngroups_swapped), so each KV head is one CTA that reads its K and V once.",
-            "no_gqa_fold")
+            "no_gqa_fold", kind="q_vs_kv_heads")
     add("ctas", batch * m.kv_heads * n_blocks,
         f"That is one CTA per {bn}-key block, the finest split there is. Before splitting, each "
-        "(batch, KV head, M-block) is ONE CTA that walks the whole cache.", "per_block")
+        "(batch, KV head, M-block) is ONE CTA that walks the whole cache.", "per_block",
+        kind="misread_mechanism")
     add("ctas", m.layers * ctas,
         "The layers run one after another, each its own kernel launch: count the grid of one "
-        "layer's attention.", "all_layers")
+        "layer's attention.", "all_layers", kind="one_layer")
     if batch > 1:
         add("ctas", m.kv_heads * s["m_blocks"],
-            f"That is one sequence. The grid has a row per request: batch {batch}.", "no_batch")
+            f"That is one sequence. The grid has a row per request: batch {batch}.", "no_batch",
+            kind="wrong_scope")
 
     # -- splits --------------------------------------------------------------------------------
     best_s = s["best_s"]
     add("splits", best_s,
         f"{best_s} splits have the best efficiency ({s['best_eff']:.3f}), but the rule takes the "
         f"SMALLEST eligible count within {s['eff_pct']} % of the best ({s['cut_eff']:.3f}): fewer "
-        "splits mean less merge traffic and longer runs per CTA.", "max_efficiency")
+        "splits mean less merge traffic and longer runs per CTA.", "max_efficiency",
+        kind="misread_mechanism")
     if not s["loose_best_eligible"]:
         k = s["loose_best_s"]
         add("splits", k,
             f"{k} splits would fill whole waves, but ceil({n_blocks}/{k}) = ceil({n_blocks}/"
             f"{k - 1}) = {s['loose_best_blocks']}: the split size is the same as with {k - 1}, so "
-            "the rule skips it as not a real option.", "ineligible_perfect")
+            "the rule skips it as not a real option.", "ineligible_perfect", kind="rounding")
     add("splits", num_splits(ctas, slots, n_blocks, check_eligible=False),
         "You let ineligible split counts (ones whose blocks per split equal the previous "
         "count's) into the search: they raise the best efficiency and with it the 85 % bar.",
-        "no_eligibility")
+        "no_eligibility", kind="misread_mechanism")
     other = s["sms"] * (3 - cps)
     add("splits", num_splits(ctas, other, n_blocks),
         f"You used {other} slots. This build counts {cps} CTA{'s' if cps > 1 else ''} per SM: "
-        f"{s['sms']} × {cps} = {slots} slots.", "other_slots")
+        f"{s['sms']} × {cps} = {slots} slots.", "other_slots", kind="misread_mechanism")
     if group > 1:
         add("splits", num_splits(s["ctas_unfolded"], slots, n_blocks),
             f"You started from {s['ctas_unfolded']} CTAs (one per query head). With the group "
-            f"folded into M the grid is {ctas} CTAs.", "no_gqa_fold")
+            f"folded into M the grid is {ctas} CTAs.", "no_gqa_fold", kind="q_vs_kv_heads")
     add("splits", num_splits(ctas, slots, math.ceil(p["context"] / 64)),
         f"You used 64-key blocks. For head_dim {s['head_dim']} the split-KV kernel's blocks "
-        f"hold {bn} keys: {n_blocks} blocks.", "block_64")
+        f"hold {bn} keys: {n_blocks} blocks.", "block_64", kind="misread_mechanism")
     add("splits", 1,
         f"One split leaves {ctas} CTAs on {slots} slots ({100 * s['fill_share']:.0f} % of one "
         f"wave): the rule splits whenever the grid is under {s['fill_pct']} % of the slots.",
-        "no_split")
+        "no_split", kind="misread_mechanism")
 
     # -- expressions ---------------------------------------------------------------------------
     out += [
         Mistake("lse", "max(L1, L2)",
                 "That keeps only the larger split. The smaller one still adds exp(L_small) to the "
-                "denominator; the max is only the shift that keeps exp() finite.", "max_only"),
+                "denominator; the max is only the shift that keeps exp() finite.", "max_only",
+                kind="miscounted_term"),
         Mistake("lse", "L1 + L2",
                 "Log-sum-exps do not add: the softmax denominators add, and each is exp(L_i). "
-                "Take the log of their sum.", "sum_of_logs"),
+                "Take the log of their sum.", "sum_of_logs", kind="mean_vs_tail"),
         Mistake("lse", "(L1 + L2)/2",
                 "An average of the two LSEs is not the LSE of the union: add the denominators "
-                "exp(L_i), then take the log.", "mean"),
+                "exp(L_i), then take the log.", "mean", kind="mean_vs_tail"),
         Mistake("lse", "log((exp(L1) + exp(L2))/2)",
                 "No division by the number of splits: the denominator of the whole row is the "
-                "plain sum of the splits' denominators.", "divided_by_splits"),
+                "plain sum of the splits' denominators.", "divided_by_splits",
+                kind="misread_mechanism"),
         Mistake("merge", "(O1 + O2)/2",
                 "A plain average is right only when both splits carry the same softmax mass. "
                 "Weight each split's output by its share of the denominator, exp(L_i) / sum.",
-                "plain_average"),
+                "plain_average", kind="mean_vs_tail"),
         Mistake("merge", "exp(L1)*O1 + exp(L2)*O2",
                 "Each O_i is already normalised within its split; weighting by exp(L_i) turns it "
                 "back into the unnormalised sum, which you must still divide by the total "
-                "denominator exp(L1) + exp(L2).", "not_normalised"),
+                "denominator exp(L1) + exp(L2).", "not_normalised", kind="misread_mechanism"),
         Mistake("merge", "(exp(L1)*O1 + exp(L2)*O2)/2",
                 "Divide by the total softmax denominator, exp(L1) + exp(L2), not by the number of "
-                "splits.", "divided_by_splits"),
+                "splits.", "divided_by_splits", kind="misread_mechanism"),
         Mistake("merge", "(L1*O1 + L2*O2)/(L1 + L2)",
                 "The weights are the splits' softmax masses exp(L_i), not the log-sum-exps "
-                "themselves.", "log_weights"),
+                "themselves.", "log_weights", kind="mean_vs_tail"),
         Mistake("merge", "exp(L1 - max(L1, L2))*O1 + exp(L2 - max(L1, L2))*O2",
                 "Subtracting the max keeps exp() finite, but the weights must still be divided "
-                "by their sum.", "shifted_not_normalised"),
+                "by their sum.", "shifted_not_normalised", kind="misread_mechanism"),
     ]
 
     # -- judgement -----------------------------------------------------------------------------
@@ -420,16 +425,17 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("judgement", "always",
                 f"{numbers} The merge is cheap, but once batch × KV heads fills the slots, more "
                 "splits add no parallelism: only the partial writes, a second launch and "
-                "partial waves.", "always"),
+                "partial waves.", "always", kind="misread_mechanism"),
         Mistake("judgement", "never",
                 f"{numbers} Each split writes one D-wide vector and one LSE per query head, not "
-                "another pass over the cache.", "never"),
+                "another pass over the cache.", "never", kind="misread_mechanism"),
         Mistake("judgement", "large_batch",
                 "Backwards. A large batch already gives the GPU batch × KV heads CTAs; split-KV "
-                "is for the small grid, where most SMs would idle. " + numbers, "large_batch"),
+                "is for the small grid, where most SMs would idle. " + numbers, "large_batch",
+                kind="inverted"),
         Mistake("judgement", "approximate",
                 "The merge is exact: with weights exp(L_i − LSE) it reproduces the softmax over "
-                "the whole row to rounding. " + numbers, "approximate"),
+                "the whole row to rounding. " + numbers, "approximate", kind="misread_mechanism"),
     ]
     return out
 

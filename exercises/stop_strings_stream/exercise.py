@@ -281,6 +281,15 @@ byte offsets, and also check the hold-back after every push as well as the final
 """
 
 
+# The kind of each number slip `_distinct` may keep, by its name (exercises.mistake_kinds).
+_NUMBER_KINDS = {
+    "no_holdback": "misread_mechanism",
+    "fixed_buffer": "misread_mechanism",
+    "bytes": "unit_slip",
+    "per_token_decode": "misread_mechanism",
+}
+
+
 def _distinct(part: str, reference: float,
               candidates: list[tuple[str, float, str]]) -> list[Mistake]:
     """Keep each candidate whose value differs from the reference and from earlier ones."""
@@ -290,7 +299,7 @@ def _distinct(part: str, reference: float,
         if value in seen:
             continue
         seen.add(value)
-        kept.append(Mistake(part, value, feedback, name))
+        kept.append(Mistake(part, value, feedback, name, _NUMBER_KINDS[name]))
     return kept
 
 
@@ -318,24 +327,25 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         Mistake("holdback_rule", "fixed",
                 "Safe, and it is what vLLM does, but not minimal: it holds back the last few "
                 "characters even when none of them can start a stop, which delays every chunk.",
-                "fixed_buffer"),
+                "fixed_buffer", kind="misread_mechanism"),
         Mistake("holdback_rule", "whole_token",
                 "Stops are text, not tokens: a stop can start in the middle of a token and end "
                 "in another, and a token holding a '#' far from any stop need not wait at all.",
-                "whole_token"),
+                "whole_token", kind="misread_mechanism"),
         Mistake("holdback_rule", "none",
                 "A client that has rendered or forwarded text cannot unsend it, and streaming "
                 "APIs have no message that deletes characters already delivered.",
-                "retract"),
+                "retract", kind="misread_mechanism"),
         Mistake("which_stop", "listed_first",
                 "The order of the list does not matter; what matters is which stop completes "
-                "first, because generation ends there.", "listed_first"),
+                "first, because generation ends there.", "listed_first", kind="misread_mechanism"),
         Mistake("which_stop", "starts_first",
                 "To cut at \"\\nUser:\" the engine would need the token \":\", but generation ends "
-                "as soon as \"User\" completes, so \":\" is never produced.", "starts_first"),
+                "as soon as \"User\" completes, so \":\" is never produced.", "starts_first",
+                kind="misread_mechanism"),
         Mistake("which_stop", "no_stop",
                 "Stops are matched in the decoded text, across token boundaries, not against "
-                "whole tokens.", "token_match"),
+                "whole tokens.", "token_match", kind="misread_mechanism"),
     ]
     return number + choice
 

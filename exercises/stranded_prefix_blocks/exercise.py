@@ -239,31 +239,33 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     out: list[Mistake] = [
         Mistake("stranded_formula", "(N-i)*S",
                 "That counts the evicted block too. It is gone from memory; the stranded blocks "
-                "are the N − 1 − i after it.", "counts_evicted"),
+                "are the N − 1 − i after it.", "counts_evicted", kind="miscounted_term"),
         Mistake("stranded_formula", "i*S",
                 "Those are the blocks before the evicted one, and they still hit: a lookup walks "
                 "from block 0 and stops at the gap. It is the blocks after it that are lost.",
-                "wrong_side"),
+                "wrong_side", kind="inverted"),
         Mistake("stranded_formula", "(N-1)*S",
                 "That is only right when block 0 is evicted. In general the blocks after index i "
-                "are stranded: N − 1 − i of them.", "head_only"),
+                "are stranded: N − 1 − i of them.", "head_only", kind="misread_mechanism"),
         Mistake("stranded_formula", "N*S",
                 "That is the whole chain. The blocks before the evicted one still hit, and the "
-                "evicted block is freed.", "whole_chain"),
+                "evicted block is freed.", "whole_chain", kind="wrong_scope"),
         Mistake("safe_order", [*SAFE, "lru_head_first"],
                 "Plain LRU with head-first freeing is the failure itself: all of a finished "
                 "request's blocks share one timestamp, so the head block, freed first, is "
-                "evicted first and strands the rest.", "lru_head_first"),
+                "evicted first and strands the rest.", "lru_head_first", kind="misread_mechanism"),
         Mistake("safe_order", ["lru_head_first"],
                 "Plain LRU with head-first freeing is the failure itself: all of a finished "
                 "request's blocks share one timestamp, so the head block, freed first, is "
-                "evicted first and strands the rest.", "only_lru_head_first"),
+                "evicted first and strands the rest.", "only_lru_head_first",
+                kind="misread_mechanism"),
         Mistake("safe_order", [*SAFE, "fifo"],
                 "FIFO evicts the oldest block first, and a parent is always cached before its "
-                "children, so FIFO strands whole chains by design.", "fifo"),
+                "children, so FIFO strands whole chains by design.", "fifo",
+                kind="misread_mechanism"),
         Mistake("safe_order", [*SAFE, "longest_chain"],
                 "Taking the head of the longest chain is exactly the worst case: it frees one "
-                "block and strands all the rest.", "longest_chain"),
+                "block and strands all the rest.", "longest_chain", kind="misread_mechanism"),
     ]
 
     add = Slips(s, TOLERANCE, out, merge=near, skip=nonpositive).add
@@ -271,47 +273,50 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     def per_part(part: str, ref: float) -> None:
         """Slips shared by the three byte-size parts."""
         add(part, ref / 2, "Half the reference: you counted K but not V. Each layer caches both.",
-            "k_only")
+            "k_only", kind="k_without_v")
         add(part, ref / tp,
             f"That is one GPU's share (1/{tp} of the KV heads at TP{tp}). The part asks for the "
-            "whole replica.", "per_gpu")
+            "whole replica.", "per_gpu", kind="forgot_tp")
         add(part, ref * m.q_heads / m.kv_heads,
             f"You used the {m.q_heads} query heads. With grouped-query attention only the "
-            f"{m.kv_heads} KV heads are cached.", "q_heads")
+            f"{m.kv_heads} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
         add(part, ref / m.layers,
             f"That is one layer. Every one of the {m.layers} layers keeps its own K and V.",
-            "one_layer")
+            "one_layer", kind="one_layer")
         add(part, ref * 2 if p["kv_dtype"] == "BF16" else ref / 2,
-            f"The cache is {p['kv_dtype']}: {s['dtype_bytes']} byte(s) per element.", "dtype")
+            f"The cache is {p['kv_dtype']}: {s['dtype_bytes']} byte(s) per element.", "dtype",
+            kind="wrong_precision")
 
     per_part("block_bytes", blk)
     add("block_bytes", s["kappa"],
-        f"That is one token. A block holds {block} tokens.", "one_token")
+        f"That is one token. A block holds {block} tokens.", "one_token", kind="unit_slip")
 
     ref = s["stranded_gb"].value
     per_part("stranded_gb", ref)
     add("stranded_gb", i * blk / 1e9,
         "Those are the blocks before the evicted one, and they still hit. The stranded ones are "
-        "after it.", "wrong_side")
+        "after it.", "wrong_side", kind="inverted")
     add("stranded_gb", n_blocks * blk / 1e9,
         "That is the whole conversation. The evicted block is freed, and the blocks before it "
-        "still hit.", "whole_chain")
+        "still hit.", "whole_chain", kind="wrong_scope")
 
     ref = s["tree_stranded_gb"].value
     per_part("tree_stranded_gb", ref)
     add("tree_stranded_gb", s["own_blocks"] * blk / 1e9,
         f"That is one session. The system prompt's last block is the parent of all "
-        f"{p['sessions']} sessions' histories, so all of them are stranded.", "one_session")
+        f"{p['sessions']} sessions' histories, so all of them are stranded.", "one_session",
+        kind="wrong_scope")
     add("tree_stranded_gb", p["sessions"] * -(-p["session_tokens"] // block) * blk / 1e9,
         f"Only full blocks are cached: each session's last {s['own_leftover']} tokens were never "
-        "in the cache, so they cannot be stranded.", "partial_blocks")
+        "in the cache, so they cannot be stranded.", "partial_blocks", kind="rounding")
     add("tree_stranded_gb", (s["tree_blocks"] + s["sys_blocks"]) * blk / 1e9,
         "The system prompt's earlier blocks still hit: a lookup walks from block 0 and only "
-        "stops at the evicted one. Count only what hangs below it.", "with_system")
+        "stops at the evicted one. Count only what hangs below it.", "with_system",
+        kind="miscounted_term")
     add("tree_stranded_gb", (s["sys_blocks"] - 1) * blk / 1e9,
         "Those are the system prompt's blocks before the evicted one; they still hit. What is "
         "stranded is everything that hangs below the evicted block: every session's history.",
-        "system_only")
+        "system_only", kind="miscounted_term")
     return out
 
 

@@ -307,72 +307,75 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     bw_eff = g.hbm_bytes_per_s * p["eta"]
     add("t_dec", t_mem,
         f"You left out communication: {s['allreduces']} all-reduces at {p['ar_us']:g} µs add "
-        f"{t_comm:.2f} ms to every step.", "no_comm")
+        f"{t_comm:.2f} ms to every step.", "no_comm", kind="miscounted_term")
     add("t_dec", s["weights_gpu_gb"] * 1e9 / bw_eff * 1e3 + t_comm,
         f"You read only the weights. Each step also reads every running sequence's KV: "
-        f"{s['kv_gpu_gb']:.2f} GB per GPU here.", "no_kv")
+        f"{s['kv_gpu_gb']:.2f} GB per GPU here.", "no_kv", kind="miscounted_term")
     add("t_dec", t_mem * p["eta"] + t_comm,
         f"You used the peak bandwidth. The statement says the step achieves "
-        f"{s['eta_pct']:.0f} % of it.", "peak_bw")
+        f"{s['eta_pct']:.0f} % of it.", "peak_bw", kind="peak_vs_achievable")
     add("t_dec", (s["weights_gpu_gb"] + s["kv_gpu_gb"] * tp) * 1e9 / bw_eff * 1e3 + t_comm,
         f"You gave every GPU the whole KV cache. Under TP{tp} each GPU holds "
         f"{s['kv_heads_per_gpu']} of the {m.kv_heads} KV heads, so 1/{tp} of every token's KV.",
-        "kv_not_split")
+        "kv_not_split", kind="forgot_tp")
     if tp > 1:
         add("t_dec", t_mem + t_comm / 2,
             "One all-reduce per layer is too few: one follows attention and one follows the MLP.",
-            "one_ar_per_layer")
+            "one_ar_per_layer", kind="miscounted_term")
     other_wb = 2 if p["precision"] == "FP8" else 1
     add("t_dec", (m.params * other_wb / tp + s["kv_gpu_gb"] * 1e9) / bw_eff * 1e3 + t_comm,
         f"You sized the weights at {other_wb} byte(s) per parameter. They are "
         f"{p['precision']}: {s['weight_bytes']} byte(s) each (the KV cache stays BF16).",
-        "wrong_precision")
+        "wrong_precision", kind="wrong_precision")
 
     t_chunk = s["t_chunk_ms"]
     t_dec = s["t_dec"].value
     add("t_mix", t_chunk,
         "That is the chunk alone. The same step still does the decodes for the running batch: "
-        "add the decode step to it.", "chunk_only")
+        "add the decode step to it.", "chunk_only", kind="miscounted_term")
     add("t_mix", t_dec + t_chunk * tp,
         f"The chunk's work is split across the {tp} GPUs too: divide its FLOPs by {tp}.",
-        "chunk_not_split")
+        "chunk_not_split", kind="forgot_tp")
     add("t_mix", t_dec + t_chunk * p["mfu"],
         f"You ran the chunk at 100 % of peak. The statement gives {s['mfu_pct']:.0f} % MFU.",
-        "no_mfu")
+        "no_mfu", kind="peak_vs_achievable")
     other_rate = g.bf16_flops if p["precision"] == "FP8" else (g.fp8_flops or g.bf16_flops * 2)
     add("t_mix", t_dec + 2 * m.params * p["chunk"] / tp / (other_rate * p["mfu"]) * 1e3,
         "You used the wrong tensor rate: the chunk runs at the rate of the weights' precision "
-        f"({p['precision']}).", "wrong_rate")
+        f"({p['precision']}).", "wrong_rate", kind="wrong_precision")
 
     mixed = s["mixed_per_s"]
     add("slow_share", mixed * s["t_mix"].value / 1e3 * 100,
         "That is the share of TIME spent in mixed steps. The question counts gaps (one per step "
-        "per stream), and fast steps are many more per second.", "time_share")
+        "per stream), and fast steps are many more per second.", "time_share", kind="mean_vs_tail")
     add("slow_share", mixed / (1e3 / t_dec) * 100,
         "You counted fast steps as if the whole second were decode. Mixed steps take their "
-        "time out of the second first.", "no_subtraction")
+        "time out of the second first.", "no_subtraction", kind="miscounted_term")
     add("slow_share", p["rate"] / (p["rate"] + s["fast_per_s"]) * 100,
         "You counted one mixed step per request. A prompt of "
         f"{p['prompt']:,} tokens spreads over prompt/chunk = {p['prompt'] / p['chunk']:.2f} "
-        "chunks: count prompt tokens per second over the chunk size.", "per_request")
+        "chunks: count prompt tokens per second over the chunk size.", "per_request",
+        kind="wrong_scope")
 
     out.append(Mistake(
         "bimodal_cause", "preemption",
         "Preemption hurts a few victims badly (their stream stops for the whole recompute), "
-        "which is a long thin tail, not a second peak every stream shares.", "preemption"))
+        "which is a long thin tail, not a second peak every stream shares.", "preemption",
+        kind="mean_vs_tail"))
     out.append(Mistake(
         "bimodal_cause", "bandwidth",
         "Too many bytes per step slows every step alike: the whole histogram shifts right and "
-        "stays one peak.", "bandwidth"))
+        "stays one peak.", "bandwidth", kind="misread_mechanism"))
     out.append(Mistake(
         "metric", "tokens_per_step",
         "Tokens per step confirms that slow steps carry prefill-sized work, but a preempted "
         "request is recomputed with a prefill too, so both causes put large token counts in the "
         "slow steps. The preemption counter is zero under pure interference and climbs under KV "
-        "pressure.", "tokens_per_step"))
+        "pressure.", "tokens_per_step", kind="misread_mechanism"))
     out.append(Mistake(
         "metric", "ttft",
-        "TTFT is good in both cases (that is the symptom); it cannot tell them apart.", "ttft"))
+        "TTFT is good in both cases (that is the symptom); it cannot tell them apart.", "ttft",
+        kind="misread_mechanism"))
     return out
 
 

@@ -290,17 +290,19 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("kv_gpu", s["naive_kv_gpu"],
         f"You split {h} KV heads over {n} GPUs, half a head each. A head cannot be split: every "
         "GPU that runs its query heads needs the whole K and V, so each GPU keeps one head and "
-        "each head is stored twice.", "half_head")
+        "each head is stored twice.", "half_head", kind="q_vs_kv_heads")
     add("kv_gpu", s["kv_model"],
-        "That is the whole model's KV per token; each GPU holds only its own head.", "whole_model")
+        "That is the whole model's KV per token; each GPU holds only its own head.", "whole_model",
+        kind="forgot_tp")
     add("kv_gpu", kv * 2,
         f"Twice the reference: the cache is {KV_DTYPES[p['kv_bytes']]}, {p['kv_bytes']} "
-        f"byte{'s' if p['kv_bytes'] > 1 else ''} per element.", "dtype")
+        f"byte{'s' if p['kv_bytes'] > 1 else ''} per element.", "dtype", kind="wrong_precision")
     add("kv_gpu", kv * m.q_heads / h,
         f"You counted query heads ({s['q_heads_gpu']} per GPU); only KV heads are cached.",
-        "q_heads")
+        "q_heads", kind="q_vs_kv_heads")
     add("kv_gpu", kv // m.layers,
-        f"That is one layer; all {m.layers} layers keep their own K and V.", "one_layer")
+        f"That is one layer; all {m.layers} layers keep their own K and V.", "one_layer",
+        kind="one_layer")
 
     # -- cap_tp ----------------------------------------------------------------------------------------
     cap = s["cap_tp"].value
@@ -308,55 +310,61 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("cap_tp", budget_b / s["naive_kv_gpu"],
         f"You let TP{n} split the heads in half. Each GPU holds a whole head, so each token costs "
         f"as many bytes per GPU as at TP{h}: divide by the per-GPU KV bytes of part 1.",
-        "half_head")
+        "half_head", kind="q_vs_kv_heads")
     add("cap_tp", cap * n,
-        f"The {n} pools are not added: every token lives on all {n} GPUs at once.", "summed_gpus")
+        f"The {n} pools are not added: every token lives on all {n} GPUs at once.", "summed_gpus",
+        kind="forgot_tp")
     add("cap_tp", budget_b / s["kv_model"],
-        "You divided one GPU's budget by the whole model's KV per token.", "whole_model_kv")
+        "You divided one GPU's budget by the whole model's KV per token.", "whole_model_kv",
+        kind="forgot_tp")
     add("cap_tp", (g.hbm_gb - s["wide_weights_gb"] - p["other_gb"]) * 1e9 / kv,
-        f"You used all {g.hbm_gb:.0f} GB; the engine takes {p['util']} of it.", "no_util")
+        f"You used all {g.hbm_gb:.0f} GB; the engine takes {p['util']} of it.", "no_util",
+        kind="peak_vs_achievable")
     add("cap_tp", s["dp_budget_gb"] * 1e9 / kv,
-        f"At TP{n} each GPU holds 1/{n} of the weights, not 1/{h}.", "weights_half")
+        f"At TP{n} each GPU holds 1/{n} of the weights, not 1/{h}.", "weights_half",
+        kind="forgot_tp")
 
     # -- dup_gb ------------------------------------------------------------------------------------------
     dup = s["dup_gb"].value
     add("dup_gb", dup / n,
-        f"That is one GPU's share. Price the copy across all {n} GPUs.", "one_gpu")
+        f"That is one GPU's share. Price the copy across all {n} GPUs.", "one_gpu",
+        kind="forgot_tp")
     add("dup_gb", s["pool_all_gb"],
         "That is the whole KV pool. Only the second copy of each head is waste: half of it.",
-        "whole_pool")
+        "whole_pool", kind="wrong_scope")
     add("dup_gb", n * g.hbm_gb * s["dup_fraction_pct"] / 100,
         "Only the KV pool holds copies of the cache, not the whole of every GPU's memory.",
-        "whole_memory")
+        "whole_memory", kind="wrong_scope")
 
     # -- cap_pp -------------------------------------------------------------------------------------------
     cap_pp = s["cap_pp"].value
     pp_budget_b = s["pp_budget_gb"] * 1e9
     add("cap_pp", pp_budget_b / kv,
         f"Each pipeline stage stores KV only for its own {s['half_layers']} layers: "
-        f"{s['kv_gpu_pp']:,} B per token per GPU.", "all_layers")
+        f"{s['kv_gpu_pp']:,} B per token per GPU.", "all_layers", kind="one_layer")
     add("cap_pp", s["dp_budget_gb"] * 1e9 / s["kv_gpu_pp"],
         f"With two stages each GPU holds half the layers' weights too: 1/{n} of the weights, "
-        f"not 1/{h}.", "weights_half")
+        f"not 1/{h}.", "weights_half", kind="forgot_tp")
     add("cap_pp", cap_pp * 2,
         "The two stages hold the same tokens (different layers of them); their pools do not "
-        "add up.", "summed_stages")
+        "add up.", "summed_stages", kind="forgot_tp")
     add("cap_pp", cap_pp * n,
-        f"Every token is spread over all {n} GPUs; the pools do not add.", "summed_gpus")
+        f"Every token is spread over all {n} GPUs; the pools do not add.", "summed_gpus",
+        kind="forgot_tp")
 
     # -- formula -----------------------------------------------------------------------------------------
     out += [
         Mistake("formula", "2*L*H/T*d*b",
                 "Right while T is at most H. Past it each GPU still holds one whole head: "
-                "max(1, H/T).", "no_max"),
+                "max(1, H/T).", "no_max", kind="q_vs_kv_heads"),
         Mistake("formula", "2*L*H*d*b",
                 "That is the whole model's KV per token; tensor parallelism splits the heads.",
-                "no_split"),
+                "no_split", kind="forgot_tp"),
         Mistake("formula", "L*max(1, H/T)*d*b",
-                "K and V are both cached: a factor 2.", "k_only"),
+                "K and V are both cached: a factor 2.", "k_only", kind="k_without_v"),
         Mistake("formula", "2*L*min(1, H/T)*d*b",
                 "min caps a GPU at one head; the cap works the other way. A GPU holds H/T heads "
-                "while T < H and never fewer than one.", "min_not_max"),
+                "while T < H and never fewer than one.", "min_not_max", kind="inverted"),
     ]
 
     # -- rank ---------------------------------------------------------------------------------------------
@@ -372,7 +380,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     ]
     for order, feedback in candidates:
         if order != ref:
-            out.append(Mistake("rank", order, feedback, f"{order[0]}_first"))
+            out.append(Mistake("rank", order, feedback, f"{order[0]}_first", kind="forgot_tp"))
     return out
 
 

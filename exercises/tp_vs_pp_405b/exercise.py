@@ -214,65 +214,73 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     layers = s["layers"]
     add("allreduces", layers,
         "One per layer is half of it: attention's output projection and the MLP's down "
-        "projection are both row-parallel, and each ends in its own all-reduce.", "one_per_layer")
+        "projection are both row-parallel, and each ends in its own all-reduce.", "one_per_layer",
+        kind="miscounted_term")
     add("allreduces", 4 * layers,
         "The column-parallel projections (QKV, gate/up) need no communication: each GPU keeps its "
-        "slice of the output. Only the two row-parallel ones end in an all-reduce.", "every_matmul")
+        "slice of the output. Only the two row-parallel ones end in an all-reduce.", "every_matmul",
+        kind="forgot_tp")
     add("allreduces", 2 * layers * s["n_gpus"],
         "That counts each GPU's part in every collective. One all-reduce is one collective, "
-        "however many GPUs take part.", "per_gpu")
+        "however many GPUs take part.", "per_gpu", kind="forgot_tp")
     add("allreduces", 2 * layers + 1,
         "The part leaves out the embedding (vocab-parallel, one more all-reduce in vLLM and "
-        "Megatron) and the LM head; count the layers only.", "embedding")
+        "Megatron) and the LM head; count the layers only.", "embedding", kind="miscounted_term")
 
     kv = s["kv_gpu"].value
     add("kv_gpu", s["kv_total"],
         "That is the whole model's KV per token. Each GPU holds only its KV heads (TP8) or its "
-        "layers and heads (TP4 × PP2).", "whole_model")
+        "layers and heads (TP4 × PP2).", "whole_model", kind="forgot_tp")
     add("kv_gpu", 2 * kv,
         "That is TP4's two KV heads in all the layers. With two pipeline stages each GPU holds "
-        "only its stage's half of the layers.", "tp4_all_layers")
+        "only its stage's half of the layers.", "tp4_all_layers", kind="one_layer")
     add("kv_gpu", kv / 2, "Half the reference: you counted K but not V, or used one byte per "
-        "element. The cache stores K and V, in BF16.", "k_only")
+        "element. The cache stores K and V, in BF16.", "k_only", kind="k_without_v")
     add("kv_gpu", kv * s["q_heads"] // s["kv_heads"],
         f"You used the {s['q_heads']} query heads. With grouped-query attention only the "
-        f"{s['kv_heads']} KV heads are cached.", "q_heads")
+        f"{s['kv_heads']} KV heads are cached.", "q_heads", kind="q_vs_kv_heads")
 
     tp8 = s["tp8_ms"].value
     add("tp8_ms", 2 * tp8,
         "Twice the reference: the weights are FP8, one byte per parameter, not BF16. (Or you "
-        "split them over four GPUs: in TP8 all eight read at once.)", "bf16_or_four")
+        "split them over four GPUs: in TP8 all eight read at once.)", "bf16_or_four",
+        kind="wrong_precision")
     add("tp8_ms", s["n_gpus"] * tp8,
         "That is one GPU reading all the weights. In TP8 each GPU reads only its eighth, and all "
-        "eight do it at the same time.", "one_gpu")
+        "eight do it at the same time.", "one_gpu", kind="forgot_tp")
     add("tp8_ms", tp8 + s["ar_ms"],
         "That adds the all-reduce time. The part asks for the weight-read floor alone; the "
-        "all-reduces come on top, and the solution adds them.", "with_allreduce")
+        "all-reduces come on top, and the solution adds them.", "with_allreduce",
+        kind="miscounted_term")
 
     pp = s["pp_ms"].value
     add("pp_ms", pp / 2,
         "That is one stage. For a single token the stages cannot overlap: stage 2 needs stage "
-        "1's output, so the token waits for both in turn.", "stages_overlap")
+        "1's output, so the token waits for both in turn.", "stages_overlap", kind="forgot_tp")
     add("pp_ms", 2 * pp, "Twice the reference: the weights are FP8, one byte per parameter.",
-        "bf16")
+        "bf16", kind="wrong_precision")
     add("pp_ms", 4 * pp,
         "That puts each stage's half of the model on a single GPU. Each stage is split over four "
-        "GPUs (TP4), which read their shares in parallel.", "stage_on_one_gpu")
+        "GPUs (TP4), which read their shares in parallel.", "stage_on_one_gpu", kind="forgot_tp")
 
     bf16 = s["bf16_gb"].value
-    add("bf16_gb", bf16 / 2, "That is the FP8 size. BF16 stores 2 bytes per parameter.", "fp8")
-    add("bf16_gb", bf16 * 2, "Twice the reference: BF16 is 2 bytes per parameter, not 4.", "fp32")
+    add("bf16_gb", bf16 / 2, "That is the FP8 size. BF16 stores 2 bytes per parameter.", "fp8",
+        kind="wrong_precision")
+    add("bf16_gb", bf16 * 2, "Twice the reference: BF16 is 2 bytes per parameter, not 4.", "fp32",
+        kind="wrong_precision")
     add("bf16_gb", bf16 / s["n_gpus"],
-        "That is one GPU's share. The part asks for the whole model.", "per_gpu")
+        "That is one GPU's share. The part asks for the whole model.", "per_gpu", kind="forgot_tp")
     add("bf16_gb", s["need_bf16_gb"],
-        "That adds the KV budget. The part asks for the weights alone.", "with_kv")
+        "That adds the KV budget. The part asks for the weights alone.", "with_kv",
+        kind="wrong_scope")
 
     why = (f"One node holds {s['node_gb']:,.0f} GB. Weights plus the "
            f"{s['kv_budget_gb']:,.1f} GB KV budget: FP8 needs {s['need_fp8_gb']:,.1f} GB "
            f"({s['fp8_verdict']}), BF16 needs {s['need_bf16_gb']:,.1f} GB ({s['bf16_verdict']}).")
     for option in ("bf16", "fp8", "both", "neither"):
         if option != s["forcing"]:
-            out.append(Mistake("forcing", option, why, f"forcing_{option}"))
+            out.append(Mistake("forcing", option, why, f"forcing_{option}",
+                               kind="wrong_precision"))
     return out
 
 

@@ -283,73 +283,79 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
 
     add("conc_gne", nb // _blocks(P + R, B),
         f"You reserved for the real reply ({R:,} tokens). The scheduler cannot know it; it "
-        f"reserves for the max_tokens the client sent ({mt:,}).", "real_reply")
+        f"reserves for the max_tokens the client sent ({mt:,}).", "real_reply",
+        kind="misread_mechanism")
     add("conc_gne", nb // _blocks(mt, B),
         f"You left out the prompt: the reservation covers prompt + max_tokens = {P + mt:,} "
-        "tokens.", "no_prompt")
+        "tokens.", "no_prompt", kind="miscounted_term")
     add("conc_gne", nb // _blocks(P, B),
         "That counts only the prompt, which is what current-length admission asks for. "
-        "GUARANTEED_NO_EVICT reserves the whole possible reply up front.", "prompt_only")
+        "GUARANTEED_NO_EVICT reserves the whole possible reply up front.", "prompt_only",
+        kind="miscounted_term")
     add("conc_gne", math.ceil(nb / s["gne_blocks"]),
         f"{nb:,} / {s['gne_blocks']} = {s['gne_frac']:.2f}: round down; a request either gets "
-        "its whole reservation or waits.", "rounded_up")
+        "its whole reservation or waits.", "rounded_up", kind="rounding")
 
     add("conc_current", T / (P + R),
         f"That counts every request at the end of its reply ({P:,} + {R:,}). At steady state the "
         f"running requests are at all stages of their replies, so on average each holds "
-        f"{P:,} + {R:,}/2 tokens.", "end_of_life")
+        f"{P:,} + {R:,}/2 tokens.", "end_of_life", kind="mean_vs_tail")
     add("conc_current", T / P,
         "That counts prompts only: true for an instant after admission, but each request keeps "
-        "growing by a token per step.", "prompt_only")
+        "growing by a token per step.", "prompt_only", kind="miscounted_term")
     add("conc_current", T / (R / 2),
         f"You left out the prompt: each request holds its {P:,} prompt tokens for its whole life.",
-        "no_prompt")
+        "no_prompt", kind="miscounted_term")
     add("conc_current", T / (P + mt / 2),
         f"You averaged over max_tokens ({mt:,}); current-length admission follows what requests "
-        f"really generate ({R:,}).", "max_average")
+        f"really generate ({R:,}).", "max_average", kind="mean_vs_tail")
 
     add("conc_actual", s["conc_gne"].value,
         "That is the reservation for max_tokens again. The part asks what a no-preemption cap "
-        f"sized by the real reply ({R:,} tokens) would allow.", "gne_again")
+        f"sized by the real reply ({R:,} tokens) would allow.", "gne_again", kind="wrong_scope")
     add("conc_actual", int(T / s["footprint"]),
         f"That is the time-averaged figure. With no preemption allowed, every request must fit "
-        f"at the end of its reply: {P:,} + {R:,} tokens.", "average")
+        f"at the end of its reply: {P:,} + {R:,} tokens.", "average", kind="mean_vs_tail")
     add("conc_actual", nb // _blocks(R, B),
         f"You left out the prompt: at the end of its reply a request holds {P:,} + {R:,} tokens.",
-        "no_prompt")
+        "no_prompt", kind="miscounted_term")
 
     out += [
         Mistake("backend", "engine_per_shape",
                 "That is the old workflow. The TensorRT engine backend has been removed "
                 "(\"Migration Guide: TensorRT Backend Removed\"): PyTorch is the only backend, "
                 "trtllm-build and convert_checkpoint.py are gone, and HF checkpoints load "
-                "directly.", "engine_per_shape"),
+                "directly.", "engine_per_shape", kind="misread_mechanism"),
         Mistake("backend", "engine_optional",
                 "Not any more: the TensorRT engine backend has been removed, not kept for "
-                "production; PyTorch is the sole execution backend.", "engine_optional"),
+                "production; PyTorch is the sole execution backend.", "engine_optional",
+                kind="misread_mechanism"),
         Mistake("backend", "onnx",
                 "TensorRT-LLM never served LLMs from an ONNX export, and today it has no engine "
-                "build at all: the PyTorch backend loads the HF checkpoint.", "onnx"),
+                "build at all: the PyTorch backend loads the HF checkpoint.", "onnx",
+                kind="misread_mechanism"),
         Mistake("gne_reserve", "prompt_only",
                 "That is current-length admission (vLLM, or TensorRT-LLM's MAX_UTILIZATION). "
                 "GUARANTEED_NO_EVICT must guarantee the request never pauses, so it reserves "
-                "for prompt + max_tokens.", "prompt_only"),
+                "for prompt + max_tokens.", "prompt_only", kind="miscounted_term"),
         Mistake("gne_reserve", "predicted",
                 "The scheduler has no output-length predictor; it knows only what the client "
-                "asked for, max_tokens.", "predicted"),
+                "asked for, max_tokens.", "predicted", kind="misread_mechanism"),
         Mistake("gne_reserve", "max_seq_len",
                 "It reserves per request from that request's own max_tokens, not the engine's "
-                "maximum sequence length (which only bounds max_tokens).", "max_seq_len"),
+                "maximum sequence length (which only bounds max_tokens).", "max_seq_len",
+                kind="misread_mechanism"),
         Mistake("lever", "max_utilization",
                 "MAX_UTILIZATION does recover the concurrency, but it gives up the guarantee: "
                 "requests can be paused when the pool runs out, which costs tail latency. The "
-                "question asks for the lever that keeps the guarantee.", "max_utilization"),
+                "question asks for the lever that keeps the guarantee.", "max_utilization",
+                kind="misread_mechanism"),
         Mistake("lever", "memory_fraction",
                 "A bigger pool raises both figures by the same factor: the reservation still "
-                "wastes the same share of it.", "memory_fraction"),
+                "wastes the same share of it.", "memory_fraction", kind="misread_mechanism"),
         Mistake("lever", "max_batch_size",
                 "The batch-size cap is not what binds: the KV reservation is. Raising it admits "
-                "nobody extra.", "max_batch_size"),
+                "nobody extra.", "max_batch_size", kind="misread_mechanism"),
     ]
     return out
 

@@ -248,90 +248,94 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         worst = max(compute_us(p, half), comm_us(p, half))
         add(part, t1 / (worst + 2 * p["delta_us"]),
             "You counted the slower stage once. With two micro-batches it runs twice per layer: "
-            "T2 = 2 · max(C(B/2), M(B/2)).", "max_once")
+            "T2 = 2 · max(C(B/2), M(B/2)).", "max_once", kind="miscounted_term")
         add(part, t1 / max(compute_us(p, b), comm_us(p, b)),
             "You overlapped the whole batch's compute with its own all-to-all. Within one batch "
             "every layer waits for its all-to-all; overlap needs a second micro-batch.",
-            "full_batch_max")
+            "full_batch_max", kind="misread_mechanism")
         add(part, t1 / (t1 + p["c0_us"] + p["m0_us"] + 2 * p["delta_us"]),
             "You added the two stages instead of overlapping them. T2 takes the max of the "
-            "stages, twice, not their sum.", "sum_not_max")
+            "stages, twice, not their sum.", "sum_not_max", kind="misread_mechanism")
         add(part, t1 / (2 * max(p["c0_us"] / 2 + p["c_us"] * half, p["m0_us"] / 2
                                 + p["m_us"] * half) + 2 * p["delta_us"]),
             "You halved the fixed costs along with the batch. C0 and M0 are paid in full by "
             "each micro-batch: the weights are read again, the all-to-all has its own latency.",
-            "halved_fixed")
+            "halved_fixed", kind="misread_mechanism")
         if p["delta_us"]:
             add(part, t1 / (t2_us(p, b) - 2 * p["delta_us"]),
-                f"You left out δ = {p['delta_us']} µs per micro-batch.", "no_delta")
+                f"You left out δ = {p['delta_us']} µs per micro-batch.", "no_delta",
+                kind="miscounted_term")
         add(part, t2_us(p, b) / t1,
             "Upside down: the speedup is T1 / T2, one batch's time over the overlapped time.",
-            "inverted")
+            "inverted", kind="inverted")
 
     formulas = {
         "(C0 - M0)/m": ("You left out δ. Each micro-batch pays it once, so splitting pays 2δ more.",
-                        "no_delta"),
+                        "no_delta", "miscounted_term"),
         "(C0 - M0 + delta)/m": ("You counted δ once. Each of the two micro-batches pays it: 2δ.",
-                                "delta_once"),
+                                "delta_once", "miscounted_term"),
         "(C0 - M0 + 2*delta)/c": ("You divided by c, the compute slope. Both schedules pay c·B, so "
                                   "it cancels; the saving grows with the communication slope m.",
-                                  "slope_c"),
+                                  "slope_c", "misread_mechanism"),
         "(M0 - C0 + 2*delta)/c": ("That is the crossover for communication-bound micro-batches. The "
                                   "part assumes compute-bound ones, C(B/2) ≥ M(B/2).",
-                                  "other_regime"),
+                                  "other_regime", "wrong_scope"),
         "(C0 + M0 + 2*delta)/m": ("You added M0. Splitting hides a whole communication stage, so "
-                                  "the fixed penalty is C0 − M0, not C0 + M0.", "plus_m0"),
+                                  "the fixed penalty is C0 − M0, not C0 + M0.", "plus_m0",
+                                  "miscounted_term"),
     }
-    for formula, (feedback, name) in formulas.items():
-        out.append(Mistake("crossover_formula", formula, feedback, name))
+    for formula, (feedback, name, kind) in formulas.items():
+        out.append(Mistake("crossover_formula", formula, feedback, name, kind))
 
     b_star = s["b_star"]
     add("crossover", math.floor(b_star),
         f"Rounded down: at B = {math.floor(b_star)} splitting still loses (B* = {b_star:.2f}). "
-        "The smallest batch that wins is the next whole number.", "floor")
+        "The smallest batch that wins is the next whole number.", "floor", kind="rounding")
     add("crossover", math.floor((p["c0_us"] - p["m0_us"] + 2 * p["delta_us"]) / p["c_us"]) + 1,
         "You divided by c, the compute slope. Splitting keeps the compute slope (both sides pay "
-        "c·B) and saves the communication slope: divide by m.", "slope_c")
+        "c·B) and saves the communication slope: divide by m.", "slope_c", kind="misread_mechanism")
     add("crossover", math.floor((p["c0_us"] + p["m0_us"] + 2 * p["delta_us"]) / p["m_us"]) + 1,
         "You added M0. Splitting pays the extra fixed compute C0 but also overlaps an M0, so the "
-        "penalty is C0 − M0.", "plus_m0")
+        "penalty is C0 − M0.", "plus_m0", kind="miscounted_term")
     add("crossover", math.floor(p["c0_us"] / p["m_us"]) + 1,
         "You left out M0: the one batch pays it too, so the split only costs C0 − M0 extra.",
-        "no_m0")
+        "no_m0", kind="miscounted_term")
     if p["delta_us"]:
         add("crossover", math.floor(crossover_exact(p, 0)) + 1,
             f"You left out δ = {p['delta_us']} µs, paid once per micro-batch (2δ in all).",
-            "no_delta")
+            "no_delta", kind="miscounted_term")
         add("crossover", math.floor((p["c0_us"] - p["m0_us"] + p["delta_us"]) / p["m_us"]) + 1,
-            "You counted δ once. Each of the two micro-batches pays it: 2δ.", "delta_once")
+            "You counted δ once. Each of the two micro-batches pays it: 2δ.", "delta_once",
+            kind="miscounted_term")
     add("crossover", p["threshold"],
         "That is vLLM's default threshold, not this model's crossover. Solve T1(B) = T2(B) "
-        "with the constants given.", "threshold")
+        "with the constants given.", "threshold", kind="misread_mechanism")
 
     budget = s["delta_budget"].value
     add("delta_budget", 2 * budget,
         "Twice the reference: both micro-batches pay δ, so the penalty is 2δ. Halve it.",
-        "not_halved")
+        "not_halved", kind="miscounted_term")
     add("delta_budget", (2 * p["threshold"] * p["m_us"] - p["c0_us"] + p["m0_us"]) / 2,
         f"You put each micro-batch at {p['threshold']} tokens. The threshold counts the whole "
-        f"batch: {p['threshold']} tokens split into two of {p['threshold'] // 2}.", "per_microbatch")
+        f"batch: {p['threshold']} tokens split into two of {p['threshold'] // 2}.", "per_microbatch",
+        kind="wrong_scope")
     add("delta_budget", budget * s["moe_layers"],
         f"That is per decode step ({s['moe_layers']} layers). δ in the model is per layer, per "
-        "micro-batch.", "per_step")
+        "micro-batch.", "per_step", kind="wrong_scope")
     if p["delta_us"]:
         add("delta_budget", budget - p["delta_us"],
             f"That is the headroom above the δ = {p['delta_us']} µs already assumed. The part asks "
-            "for the δ itself.", "headroom")
+            "for the δ itself.", "headroom", kind="wrong_scope")
 
     out.append(Mistake(
         "small_batch", ["weights", "latency_floor", "tiles", "more_bytes"],
         "The two micro-batches send the same bytes in total as one batch: only the fixed latency "
-        "of each all-to-all is paid twice.", "more_bytes"))
+        "of each all-to-all is paid twice.", "more_bytes", kind="misread_mechanism"))
     out.append(Mistake(
         "small_batch", ["kv_double", "nic_split", "more_bytes"],
         "None of those happen. The costs that double are the fixed ones: weights read once per "
         "micro-batch, each all-to-all's latency floor, and GEMM tiles padded for few tokens.",
-        "wrong_costs"))
+        "wrong_costs", kind="misread_mechanism"))
     return out
 
 

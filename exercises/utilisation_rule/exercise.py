@@ -224,6 +224,22 @@ def solve(p: dict[str, Any]) -> dict[str, Any]:
 
 # --- known mistakes -----------------------------------------------------------------------------
 
+# The kind of each number slip `_keep_distinct` may keep, by its name (exercises.mistake_kinds).
+_NUMBER_KINDS = {
+    "p90": "mean_vs_tail",
+    "mean": "mean_vs_tail",
+    "idle": "inverted",
+    "log10": "mean_vs_tail",
+    "wait_only": "miscounted_term",
+    "cv": "mean_vs_tail",
+    "k_without_minus_one": "miscounted_term",
+    "one_plus_c2": "miscounted_term",
+    "ignored_variance": "mean_vs_tail",
+    "sigma_sq": "mean_vs_tail",
+    "no_minus_one": "mean_vs_tail",
+}
+
+
 def _keep_distinct(part: str, reference: float, tolerance: float,
                    candidates: list[tuple[float, str, str]]) -> list[Mistake]:
     """Keep a candidate only if it is more than twice the tolerance from the reference and from
@@ -233,7 +249,7 @@ def _keep_distinct(part: str, reference: float, tolerance: float,
     for value, name, feedback in candidates:
         values = [reference] + [m.answer for m in kept]
         if all(abs(value - v) > 2 * tolerance * abs(v) for v in values):
-            kept.append(Mistake(part, value, feedback, name))
+            kept.append(Mistake(part, value, feedback, name, _NUMBER_KINDS[name]))
     return kept
 
 
@@ -244,25 +260,29 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     out = [
         Mistake("formula", "1 - ln(10)*S/T",
                 "ln(10) is the p90 factor: P(T > t) = 0.10 gives t = ln(10) S/(1 - rho). A 1 % "
-                "tail needs ln(100).", "p90"),
+                "tail needs ln(100).", "p90", kind="mean_vs_tail"),
         Mistake("formula", "1 - S/T",
                 "That keeps the mean time in system, S/(1 - rho), under the target. The target is "
-                "on the p99, which for an exponential is ln(100) = 4.6 times the mean.", "mean"),
+                "on the p99, which for an exponential is ln(100) = 4.6 times the mean.", "mean",
+                kind="mean_vs_tail"),
         Mistake("formula", "1 - 2*S/T",
                 "log10(100) = 2 is the wrong logarithm: inverting exp(-x) = 0.01 needs the natural "
-                "log, ln(100) = 4.61.", "log10"),
+                "log, ln(100) = 4.61.", "log10", kind="mean_vs_tail"),
         Mistake("formula", "ln(100)*S/T",
-                "That is the idle fraction 1 - rho_max; the ceiling is one minus it.", "idle"),
+                "That is the idle fraction 1 - rho_max; the ceiling is one minus it.", "idle",
+                kind="inverted"),
         Mistake("formula", "1 - ln(100)*T/S",
-                "S and T are swapped: the ceiling must fall as the prefill time S grows.", "swap"),
+                "S and T are swapped: the ceiling must fall as the prefill time S grows.", "swap",
+                kind="inverted"),
     ]
     out += [
         Mistake("breaks", [*BREAKS, "variance"],
                 "Varying service times are not a break: that is exactly what the M/G/1 heuristic "
-                "models with C^2 in parts 3 and 4.", "variance_is_textbook"),
+                "models with C^2 in parts 3 and 4.", "variance_is_textbook", kind="mean_vs_tail"),
         Mistake("breaks", [*BREAKS, "tensor_parallel"],
                 "Tensor parallelism splits every request across all the GPUs, so the replica is "
-                "still one (faster) server, not one server per GPU.", "tp_is_one_server"),
+                "still one (faster) server, not one server per GPU.", "tp_is_one_server",
+                kind="forgot_tp"),
     ]
     out += _keep_distinct("rho_max", rho_mm1(s, t99), 0.01, [
         (rho_mm1(s, t99, LN10), "p90",
