@@ -324,7 +324,7 @@ def load(folder: Path) -> ExerciseSpec:
     # A wrong symbol table or a mistake without a known kind is an authoring error: say so when
     # the folder loads, not at grading.
     symbol_values(spec, dict(module.CANONICAL))
-    mistakes(spec, dict(module.CANONICAL))
+    check_mistake_kinds(spec, dict(module.CANONICAL))
     return spec
 
 
@@ -428,23 +428,24 @@ def symbol_values(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, dict[
 
 def mistakes(spec: ExerciseSpec, params: dict[str, Any], part_id: str | None = None
              ) -> tuple[Mistake, ...]:
-    """The variant's known mistakes (of one part, or all), each checked to name a kind of
-    `exercises.mistake_kinds`: a missing or unknown kind fails naming the exercise and mistake."""
     found = tuple(spec.module.mistakes(dict(params)))
-    for m in found:
-        _check_kind(spec, m)
     return tuple(m for m in found if part_id is None or m.part == part_id)
 
 
-def _check_kind(spec: ExerciseSpec, m: Mistake) -> None:
-    bad = mistake_kinds.unknown(m.kind)
-    if not bad:
-        return
-    what = "has no kind" if not m.kind else f"has unknown kind {', '.join(map(repr, bad))}"
-    raise ExerciseError(
-        f"exercises/{spec.slug}/exercise.py: mistakes(): mistake {m.name or '(unnamed)'!r} of "
-        f"part {m.part!r} {what}; allowed kinds (exercises/mistake_kinds.py): "
-        f"{', '.join(mistake_kinds.KINDS)}")
+def check_mistake_kinds(spec: ExerciseSpec, params: dict[str, Any]) -> None:
+    """Fail, naming the exercise, the mistake and the allowed kinds, when a mistake of this
+    variant has no kind or one `exercises.mistake_kinds` does not list. Run when an exercise
+    loads (canonical variant) and by the suite over many variants; grading never raises over a
+    missing label."""
+    for m in mistakes(spec, params):
+        bad = mistake_kinds.unknown(m.kind)
+        if not bad:
+            continue
+        what = "has no kind" if not m.kind else f"has unknown kind {', '.join(map(repr, bad))}"
+        raise ExerciseError(
+            f"exercises/{spec.slug}/exercise.py: mistakes(): mistake {m.name or '(unnamed)'!r} "
+            f"of part {m.part!r} {what}; allowed kinds (exercises/mistake_kinds.py): "
+            f"{', '.join(mistake_kinds.KINDS)}")
 
 
 EVIDENCE_KINDS = ("trace", "series")

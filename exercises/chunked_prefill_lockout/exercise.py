@@ -321,7 +321,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("first_gap", t_dec + lin + unit,
         "You charged the first chunk attention over all its C tokens for every query. It is "
         "causal: on average a query sees half the chunk, hence the (k − ½).", "k_not_half",
-        kind="miscounted_term")
+        kind="flop_counting")
     add("first_gap", lin + unit / 2,
         f"You left out the decode work in the same step: the {p['n_dec']} running decodes still "
         f"take their {p['t_dec_ms']} ms.", "no_decode", kind="miscounted_term")
@@ -337,7 +337,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("last_gap", t_dec + lin + unit * k,
         f"The last chunk's queries attend to the {p['prompt'] - p['chunk']:,} earlier tokens and, "
         "causally, to half of their own chunk on average: (K − ½), not K.", "k_not_half",
-        kind="miscounted_term")
+        kind="flop_counting")
     add("last_gap", s["avg_step_s"],
         "That is the average step. The steps grow linearly; the last is the longest.", "average",
         kind="mean_vs_tail")
@@ -356,7 +356,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         kind="miscounted_term")
     add("lockout", lock + 2 * m.layers * m.q_dim * p["prompt"] ** 2 / f,
         "You counted full attention, 4·L·N²·d_q. Over the whole prompt causal attention is "
-        "half of that: 2·L·N²·d_q.", "not_causal", kind="miscounted_term")
+        "half of that: 2·L·N²·d_q.", "not_causal", kind="flop_counting")
     add("lockout", k * s["first_s"],
         "You multiplied the first step by the number of chunks. Every later chunk costs more.",
         "k_times_first", kind="misread_mechanism")

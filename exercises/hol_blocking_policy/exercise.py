@@ -243,7 +243,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("long_prefill", linear_s + 2 * attn_s,
         "You counted full (bidirectional) attention, 4·L·n²·d_q. The prompt is causal: each "
         "token attends only to the ones before it, which halves that term.", "not_causal",
-        kind="miscounted_term")
+        kind="flop_counting")
     add("long_prefill", t_long * p["mfu"],
         f"That is the time at 100 % of peak. The statement says prefill runs at "
         f"{s['mfu_pct']:.0f} % MFU.", "no_mfu", kind="peak_vs_achievable")

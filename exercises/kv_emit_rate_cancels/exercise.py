@@ -383,10 +383,10 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
     add("rate_long", _rate(kappa, flops, mfu, active, 2 * attn) / 1e9,
         "You counted attention as 4·L·n²·d_q, the full square. Causal attention computes only "
         "the lower triangle: 2·L·n²·d_q, so 2·L·n·d_q per token.", "full_square",
-        kind="miscounted_term")
+        kind="flop_counting")
     add("rate_long", _rate(kappa, flops, mfu, active, attn / 2) / 1e9,
         "You halved attention twice. The causal prompt costs 2·L·n²·d_q in total, which is "
-        "2·L·n·d_q per token on average.", "quarter", kind="miscounted_term")
+        "2·L·n·d_q per token on average.", "quarter", kind="flop_counting")
     if a["n_gpus"] > 1:
         add("rate_long", rl * a["n_gpus"],
             f"That is the whole {a['n_gpus']}-GPU instance; the part asks per GPU.", "instance",

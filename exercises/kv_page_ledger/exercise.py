@@ -397,10 +397,10 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         add("pool_blocks", math.floor((round(p["util"] * s["reported_gib"], 4) * GIB - w
                                        - reserved) / bb),
             f"That starts from the {s['reported_mib']:,.0f} MiB nvidia-smi shows. {driver}",
-            "nvidia_smi", kind="gb_vs_gib")
+            "nvidia_smi", kind="peak_vs_achievable")
         whole = round(s["reported_gib"])
         add("pool_blocks", math.floor((round(p["util"] * whole, 4) * GIB - w - reserved) / bb),
-            f"That starts from a round {whole} GiB. {driver}", "round_total", kind="gb_vs_gib")
+            f"That starts from a round {whole} GiB. {driver}", "round_total", kind="peak_vs_achievable")
     add("pool_blocks", math.floor((s["requested_gib"] * GIB - w - reserved + p["graphs_gib"] * GIB)
                                   / bb),
         f"You left out the {p['graphs_gib']} GiB CUDA-graph estimate; this vLLM subtracts it "

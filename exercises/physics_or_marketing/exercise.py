@@ -343,7 +343,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "one_gpu", kind="forgot_tp")
     add("tau_needed", tau - 1,
         "Tokens per target step count the token the target model produces itself: the answer is "
-        "the whole ratio, not the extra drafted tokens.", "minus_one", kind="rounding")
+        "the whole ratio, not the extra drafted tokens.", "minus_one", kind="miscounted_term")
 
     # The conditions: the two slips a reader of the slide makes most often.
     right = s["conditions"]

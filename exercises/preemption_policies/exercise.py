@@ -281,7 +281,7 @@ def mistakes(p: dict[str, Any]) -> list[Mistake]:
         "one_gpu", kind="forgot_tp")
     add("recompute_s", (2 * m.params * n + 4 * m.layers * m.q_dim * n * n) / f_eff,
         "You counted full (non-causal) attention. Each token attends only to the ones before "
-        "it, which halves the attention FLOPs: 2·L·n²·d_q.", "non_causal", kind="miscounted_term")
+        "it, which halves the attention FLOPs: 2·L·n²·d_q.", "non_causal", kind="flop_counting")
 
     sw = s["swap_ms"].value
     add("swap_ms", sw * tp,

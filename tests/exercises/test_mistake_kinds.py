@@ -83,11 +83,18 @@ def test_a_missing_or_unknown_kind_is_refused_at_load(monkeypatch: pytest.Monkey
     assert all(k in message for k in mistake_kinds.KINDS)
 
 
-def test_a_variant_with_an_unknown_kind_is_refused_when_its_mistakes_are_asked_for() -> None:
+def test_every_variants_mistakes_name_known_kinds() -> None:
+    """Loading checks the canonical variant; a slip only some variants list is checked here."""
+    for spec in registry.load_all().values():
+        for variant in VARIANTS[1:]:
+            registry.check_mistake_kinds(spec, registry.params_for(spec, variant))
+
+
+def test_a_variant_with_an_unknown_kind_is_refused_by_the_check() -> None:
     spec = registry.get("kv_page_ledger")
     fake = replace(spec, module=SimpleNamespace(mistakes=_fake_mistakes("typo")))
     with pytest.raises(ExerciseError, match=r"unknown kind 'typo'.*allowed kinds"):
-        registry.mistakes(fake, {})
+        registry.check_mistake_kinds(fake, {})
 
 
 def test_coinciding_slips_keep_both_kinds() -> None:
