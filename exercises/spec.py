@@ -112,9 +112,9 @@ class Mistake:
     feedback: str
     name: str = ""
     # What sort of slip it is, an id of `exercises.mistake_kinds.KINDS` (gb_vs_gib, k_without_v,
-    # ...), so a student's slips can be counted across exercises. Required: the registry refuses
-    # a mistake without a known kind. Slips that coincide on one value keep every kind, joined
-    # by "|" (see `kinds`).
+    # ...), so a student's slips can be counted across exercises. Required: an exercise whose
+    # mistake has no known kind does not load (registry.check_mistake_kinds). Slips that coincide
+    # on one value keep every kind, joined by "|" (see `kinds`).
     kind: str = ""
 
     @property
