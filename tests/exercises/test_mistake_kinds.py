@@ -160,3 +160,12 @@ def test_every_listed_number_and_choice_mistake_is_graded_with_its_kinds() -> No
             if not set(m.kinds) <= set(result.kinds):
                 wrong.append(f"{slug}/{part.id}/{m.name}: {m.kinds} not in {result.kinds}")
     assert not wrong, wrong[:10]
+
+
+def test_a_listed_formula_mistake_carries_its_kind() -> None:
+    spec = registry.get("max_concurrency")
+    params = registry.params_for(spec, "canonical")
+    m = next(m for m in registry.mistakes(spec, params, "formula") if m.name == "k_only")
+    result = graders.grade_answer(spec, "formula", m.answer, params)
+    assert (result.mistake, result.kinds) == ("k_only", ("k_without_v",))
+    assert _round_trip(result).kinds == ("k_without_v",)
