@@ -28,15 +28,21 @@ run: install system sandbox
 	@echo "Open http://127.0.0.1:$(PORT)/  (student / student-demo)"
 	bash scripts/run_local.sh $(PORT)
 
+# Three passes: everything else on both cores (pytest-xdist; `worksteal` evens out the slow
+# tail), then the tests with timing bounds on real processes (`timed`: they mostly wait on
+# outage clocks and workers, and each has its own Redis port and folder, so three run at once),
+# then the ones that load every core on purpose (`alone`). Each pass prints its ten slowest.
 test: install system sandbox
 	$(PY) -m ruff check .
-	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q
+	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 2 --dist worksteal -m "not timed and not alone"
+	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 3 -m timed
+	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -m alone
 
 # What `make test` leaves out for time: the Chromium walk through every part of every exercise
 # (`make test` walks one exercise per part type) and the command-line contract over every
 # exercise. CI runs it after `make test`.
 test-full: install system sandbox
-	DJANGO_SETTINGS_MODULE=practice.settings.test ROOFLINE_TEST_FULL=1 $(PY) -m pytest -q -m full
+	DJANGO_SETTINGS_MODULE=practice.settings.test ROOFLINE_TEST_FULL=1 $(PY) -m pytest -q -n 2 -m full
 	@if [ -f ../shared/tools/cli_contract.py ]; then $(PY) ../shared/tools/cli_contract.py; fi
 
 selftest: install sandbox

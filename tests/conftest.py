@@ -73,9 +73,13 @@ def worker_env(broker: str, var_dir: Path) -> dict[str, str]:
 
 
 def redis_test_url() -> str | None:
-    """A Redis database of its own for the tests (db 15), or None when no Redis answers."""
+    """A Redis database of its own for the tests, or None when no Redis answers: db 15, and
+    one lower per pytest-xdist worker after the first (`make test` runs two), since a test
+    empties its database first."""
     base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    url = base.rsplit("/", 1)[0] + "/15" if base.count("/") >= 3 else base + "/15"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    db = 15 - int(worker.removeprefix("gw") or 0)
+    url = (base.rsplit("/", 1)[0] if base.count("/") >= 3 else base) + f"/{db}"
     try:
         import redis
 

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.services
+pytestmark = [pytest.mark.services, pytest.mark.timed]
 
 
 def test_a_short_load_run_loses_nothing() -> None:

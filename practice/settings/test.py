@@ -5,8 +5,18 @@ see the rows the test wrote.
 """
 from __future__ import annotations
 
-from .base import *  # noqa: F403
-from .base import DATABASES, VAR_DIR
+import os
+from pathlib import Path
+
+# `make test` runs the suite in two pytest-xdist workers: each keeps its own var folder (the
+# embedded broker's queue, static files, the SQLite file), so neither reads the other's
+# messages. A worker process a test starts gets ROOFLINE_VAR_DIR from the test.
+if os.environ.get("PYTEST_XDIST_WORKER") and "ROOFLINE_VAR_DIR" not in os.environ:
+    os.environ["ROOFLINE_VAR_DIR"] = str(
+        Path(__file__).resolve().parents[2] / "var" / f"test-{os.environ['PYTEST_XDIST_WORKER']}")
+
+from .base import *  # noqa: E402, F403
+from .base import DATABASES, VAR_DIR  # noqa: E402
 
 SECRET_KEY = "test-only-not-secret"
 DEBUG = False

@@ -76,6 +76,7 @@ def test_the_chosen_cases_depend_on_the_compile_check() -> None:
         assert len(files) == 2, (spec.slug, files)
 
 
+@pytest.mark.alone  # it keeps every core busy: alone, so that load is the only one
 def test_kernel_selftests_hold_with_every_core_busy() -> None:
     specs = _kernel_exercises()
     if not specs:
@@ -103,6 +104,7 @@ def _grade_streamer(source: str) -> tuple[float, str, dict]:
     return r.score, r.feedback, r.extra.get("relay", {}).get("stop") or {}
 
 
+@pytest.mark.alone  # as above: the load it makes is the only one
 def test_code_limits_hold_with_every_core_busy() -> None:
     reference = os.path.join(os.path.dirname(os.path.abspath(stop_strings.__file__)), "code",
                              "reference.py")

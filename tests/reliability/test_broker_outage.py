@@ -45,7 +45,7 @@ from tests.reliability.conftest import (
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services,
-              pytest.mark.reliability]
+              pytest.mark.reliability, pytest.mark.timed]
 
 OUTAGE_S = float(os.environ.get("ROOFLINE_TEST_OUTAGE_S", "60"))
 FOLDER_OUTAGE_S = float(os.environ.get("ROOFLINE_TEST_FOLDER_OUTAGE_S", "20"))

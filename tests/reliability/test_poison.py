@@ -23,7 +23,7 @@ from tests.reliability.conftest import (
 from tests.reliability.poison_app import POISON_MARK
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services,
-              pytest.mark.reliability]
+              pytest.mark.reliability, pytest.mark.timed]
 
 RECOVERY = Recovery(
     # Each delivery after the first waits for the sweeper, so both are short here: the running

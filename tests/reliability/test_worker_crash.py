@@ -31,7 +31,7 @@ from tests.reliability.conftest import (
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services,
-              pytest.mark.reliability]
+              pytest.mark.reliability, pytest.mark.timed]
 
 STUDENTS = 25
 PER_STUDENT = 4  # 100 in all; 4 stays under the per-student in-flight cap (5 by default)
