@@ -12,6 +12,7 @@ request or in a worker, is practice/grading.py.
     cohorts.py          create, join and leave a cohort
     reviews.py          an instructor's comments, rubric and score overrides
     regrade.py          starting a re-grade of an exercise (practice/grading.py runs it)
+    recall.py           a student's items due again (FSRS via practice/recall.py)
 
 Nothing here imports practice.tasks: work reaches the workers by task name.
 """

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from graders.base import GradeResult
 from practice import provisional
+from practice.actions.recall import note_graded_part
 from practice.models import Exercise, PartState, Submission, User
 from practice.scores import effective_score
 
@@ -23,6 +24,9 @@ def count_attempt(sub: Submission, result: GradeResult) -> None:
     if provisional.is_final(result.verdict) and result.score >= 1.0 and state.solved_at is None:
         state.solved_at = timezone.now()
     state.save(update_fields=["attempts", "best_score", "solved_at"])
+    # Both ways a grade is recorded (inline in submissions.py, by a worker in grading.py) pass
+    # here once per counted answer, and a re-grade does not: the one place recall hears of it.
+    note_graded_part(sub)
 
 
 def refresh_part_state(user: User, exercise: Exercise, part_id: str) -> None:

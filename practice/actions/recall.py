@@ -1,0 +1,112 @@
+"""Recall: a student's items due again (RecallItem), an exercise part they missed or a deck
+card they have met, brought back on the schedule practice/recall.py computes (FSRS). Not to be
+confused with reviews.py, which is an instructor's review of an attempt.
+
+Every read and write here is for one user: nothing returns another student's items.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from graders.base import GradeResult
+from practice import recall
+from practice.actions import NotAllowed
+from practice.models import PartState, RecallItem, Submission, User
+
+# Only a final, own grade says anything about what the student remembers: pending (awaiting an
+# instructor), provisional (a preview), invalid and error verdicts are not recall outcomes.
+_OUTCOMES = (Submission.Verdict.CORRECT, Submission.Verdict.PARTIAL,
+             Submission.Verdict.INCORRECT)
+
+
+def _full_marks(score: float | None, verdict: str) -> bool:
+    return verdict == Submission.Verdict.CORRECT and (score or 0.0) >= 1.0
+
+
+def _reason(sub: Submission) -> RecallItem.Reason | None:
+    """Why this graded answer should come back, or None when it should not."""
+    if sub.result.get("mistake"):
+        return RecallItem.Reason.MISTAKE
+    if not _full_marks(sub.score, sub.verdict):
+        return RecallItem.Reason.WRONG
+    # Right, but was the worked solution shown first (reveal_solution, in submissions.py)?
+    revealed_at = (PartState.objects.filter(user=sub.user, exercise=sub.exercise,
+                                            part_id=sub.part_id)
+                   .values_list("revealed_at", flat=True).first())
+    if revealed_at is not None and revealed_at <= (sub.finished_at or timezone.now()):
+        return RecallItem.Reason.AFTER_SOLUTION
+    return None  # right on one's own: nothing to bring back
+
+
+def note_graded_part(sub: Submission) -> RecallItem | None:
+    """Add or reschedule the user's item for this part after a graded answer that was wrong,
+    matched a listed mistake, or was right only after the solution was shown.
+
+    Called once per counted answer, where the grade is recorded (progress.count_attempt); a
+    re-grade (grading.regrade_one) does not call it, so re-grading never resets a schedule.
+    The answer's own finishing time is the clock.
+    """
+    if sub.mode != Submission.Mode.SUBMIT or sub.verdict not in _OUTCOMES:
+        return None
+    reason = _reason(sub)
+    if reason is None:
+        return None
+    now = sub.finished_at or timezone.now()
+    rating = recall.rating_for(full_marks=_full_marks(sub.score, sub.verdict),
+                               helped=reason == RecallItem.Reason.AFTER_SOLUTION)
+    with transaction.atomic():
+        item = (RecallItem.objects.select_for_update()
+                .filter(user=sub.user, exercise=sub.exercise, part_id=sub.part_id).first())
+        if item is None:
+            # The reason stays the one it was added for; later answers only reschedule it.
+            state = recall.start(now)
+            item = RecallItem(user=sub.user, exercise=sub.exercise, part_id=sub.part_id,
+                              reason=reason, fsrs_card=state, due=recall.due_of(state))
+        return _review(item, rating, now)
+
+
+def note_card_seen(user: User, card_id: str, now: datetime) -> RecallItem:
+    """The user met a deck card: it joins their items, due at once. Seeing it again changes
+    nothing (its schedule is kept)."""
+    state = recall.start(now)
+    item, _ = RecallItem.objects.get_or_create(
+        user=user, card_id=card_id,
+        defaults={"reason": RecallItem.Reason.CARD_SEEN, "fsrs_card": state,
+                  "due": recall.due_of(state)})
+    return item
+
+
+def answer_item(item: RecallItem, result: GradeResult, now: datetime) -> RecallItem:
+    """Reschedule an item from a graded answer to it (a card's grade_card, say)."""
+    rating = recall.rating_for(full_marks=_full_marks(result.score, result.verdict),
+                               helped=False)
+    with transaction.atomic():
+        # Read it again under a lock: two answers at once must both count, one after the other.
+        item.refresh_from_db(from_queryset=RecallItem.objects.select_for_update())
+        return _review(item, rating, now)
+
+
+def get_item(user: User, item_id: int) -> RecallItem:
+    """The user's own item; another user's id is refused as if it did not exist."""
+    item = RecallItem.objects.filter(user=user, pk=item_id).first()
+    if item is None:
+        raise NotAllowed("no such item")
+    return item
+
+
+def due_items(user: User, now: datetime, limit: int = 20) -> list[RecallItem]:
+    """The user's items due at `now`, most overdue first (earliest due), at most `limit`."""
+    return list(RecallItem.objects.filter(user=user, due__lte=now)
+                .select_related("exercise").order_by("due", "pk")[:limit])
+
+
+def _review(item: RecallItem, rating: recall.Rating, now: datetime) -> RecallItem:
+    item.fsrs_card = recall.review(item.fsrs_card, rating, now)
+    item.due = recall.due_of(item.fsrs_card)
+    item.last_rating = int(rating)
+    item.last_reviewed_at = now
+    item.save()
+    return item
