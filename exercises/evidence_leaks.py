@@ -262,11 +262,14 @@ def _landmarks(points: list[Any]) -> Iterator[tuple[str, float]]:
 
 def _givens(spec: ExerciseSpec, params: dict[str, Any], solution: dict[str, Any]) -> set[float]:
     """Numbers the statement already prints: in the rendered statement, and the parameters."""
+    from exercises.hints import parse
     from exercises.templating import render
 
     found: set[float] = set()
     try:
-        found.update(_key(x) for x in numbers_in(render(spec.statement_template, params, solution)))
+        # The practice statement: a hint marker's cost is not a number the student is given.
+        text = parse(render(spec.statement_template, params, solution)).practice
+        found.update(_key(x) for x in numbers_in(text))
     except (ValueError, KeyError):  # the selftest reports a template that does not render
         pass
     for _, x, _ in _numbers(params, "params"):

@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from exercises import key_point_specs, mistake_kinds
+from exercises import hints, key_point_specs, mistake_kinds
 from exercises.spec import (
     PART_TYPES,
     SYMBOL_KINDS,
@@ -325,6 +325,12 @@ def load(folder: Path) -> ExerciseSpec:
     # the folder loads, not at grading.
     symbol_values(spec, dict(module.CANONICAL))
     check_mistake_kinds(spec, dict(module.CANONICAL))
+    # Hint markers are checked on the raw template (they hold no placeholders): a typo in one,
+    # an unknown part or a cost outside (0, 1] fails the folder, not the interview page.
+    try:
+        hints.parse(spec.statement_template, tuple(ids), _where(folder / "statement.md", "hint"))
+    except hints.HintError as exc:
+        raise ExerciseError(str(exc)) from exc
     return spec
 
 

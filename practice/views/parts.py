@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from exercises import registry, templating
+from exercises import hints, registry, templating
 from exercises.spec import ExerciseSpec, PartSpec
 from graders.base import InvalidAnswer
 from practice import interview, routing
@@ -31,7 +31,9 @@ from practice.variants import variant_params
 def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
     params = variant_params(spec, variant)
     solution = registry.solve(spec, params)
-    statement = templating.render(spec.statement_template, params, solution, "statement.md")
+    # Practice mode: the whole statement, hint markers (exercises/hints.py) removed.
+    statement = hints.parse(templating.render(spec.statement_template, params, solution,
+                                              "statement.md")).practice
     worked = templating.render(spec.solution_template, params, solution, "solution.md")
     preamble, parts = templating.split_sections(worked)
     return (render_markdown(statement), render_markdown(preamble),

@@ -1,0 +1,136 @@
+"""Hint markers in statement.md (exercises/hints.py): the parser, and every exercise's statement.
+
+A converted statement's practice mode must be the statement as it was before its markers were
+added: OLD_STATEMENTS holds the sha256 of each one's text from before its conversion.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from exercises import hints, registry, templating
+
+# slug -> sha256 of statement.md before hint markers were added (git show <commit>:...).
+OLD_STATEMENTS = {
+    "max_concurrency": "29302ba3a3c55483e4887abb2663483be5ce0ab3ed48abe84bb95c61c1f6928d",
+}
+
+STATEMENT = """Intro.
+
+| | |
+|---|---|
+<!-- hint: the GPU's HBM bandwidth | parts: a, b | cost: 0.25 -->
+| GPU | 3.35 TB/s |
+<!-- /hint -->
+| Model | 8B |
+
+<!-- hint: the profile run | parts: b | cost: free | id: profile -->
+- measured peak 4 GB
+<!-- /hint -->
+
+### Part 1
+"""
+
+
+def test_round_trip() -> None:
+    parsed = hints.parse(STATEMENT, ("a", "b"))
+    assert parsed.practice == "".join(line for line in STATEMENT.splitlines(keepends=True)
+                                      if "<!--" not in line)
+    assert "3.35" not in parsed.interview and "measured" not in parsed.interview
+    assert "| Model | 8B |" in parsed.interview and "### Part 1" in parsed.interview
+    first, second = parsed.hints
+    assert (first.id, first.title, first.parts, first.cost, first.free) == (
+        "h1", "the GPU's HBM bandwidth", ("a", "b"), 0.25, False)
+    assert first.body == "| GPU | 3.35 TB/s |"
+    assert (second.id, second.cost, second.free, second.body) == (
+        "profile", 0.0, True, "- measured peak 4 GB")
+
+
+def test_no_markers_is_unchanged() -> None:
+    text = "A statement.\n\n| | |\n|---|---|\n| x | 1 |\n<!-- part: other comment -->\n"
+    parsed = hints.parse(text, ("a",))
+    assert parsed.practice == parsed.interview == text and parsed.hints == ()
+
+
+def test_a_table_left_without_rows_is_dropped() -> None:
+    text = "### Known\n\n| | |\n|---|---|\n<!-- hint: t | parts: a | cost: 0.5 -->\n| x | 1 |\n" \
+           "<!-- /hint -->\n\nAfter.\n"
+    parsed = hints.parse(text, ("a",))
+    assert "|" not in parsed.interview and "After." in parsed.interview
+    assert hints.body_markdown(parsed.hints[0]) == "| | |\n|---|---|\n| x | 1 |"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("<!-- hint: t | parts: a | cost: 0.5 -->\nx\n", "never closed"),
+    ("x\n<!-- /hint -->\n", "without an open hint"),
+    ("<!-- hint: t | parts: a | cost: 0.5 -->\n<!-- hint: u | parts: a | cost: 0.5 -->\n",
+     "opens inside"),
+    ("<!-- hint t | parts: a -->\nx\n<!-- /hint -->\n", "malformed"),
+    ("<!-- hint: t | parts: a | cost: 0.5 --> trailing\nx\n<!-- /hint -->\n", "malformed"),
+    ("<!-- hint: t | parts: a -->\nx\n<!-- /hint -->\n", "no cost"),
+    ("<!-- hint: t | cost: 0.5 -->\nx\n<!-- /hint -->\n", "no parts"),
+    ("<!-- hint: | parts: a | cost: 0.5 -->\nx\n<!-- /hint -->\n", "needs a title"),
+    ("<!-- hint: t | parts: a | cost: 0.5 | colour: red -->\nx\n<!-- /hint -->\n", "colour"),
+    ("<!-- hint: t | parts: zz | cost: 0.5 -->\nx\n<!-- /hint -->\n", "unknown part(s) zz"),
+    ("<!-- hint: t | parts: a | cost: 0 -->\nx\n<!-- /hint -->\n", "outside (0, 1]"),
+    ("<!-- hint: t | parts: a | cost: 1.5 -->\nx\n<!-- /hint -->\n", "outside (0, 1]"),
+    ("<!-- hint: t | parts: a | cost: -0.1 -->\nx\n<!-- /hint -->\n", "outside (0, 1]"),
+    ("<!-- hint: t | parts: a | cost: lots -->\nx\n<!-- /hint -->\n", "not a number"),
+    ("<!-- hint: t | parts: a | cost: 0.5 -->\n\n<!-- /hint -->\n", "is empty"),
+    ("<!-- hint: t | parts: a | cost: 0.5 | id: x -->\ny\n<!-- /hint -->\n"
+     "<!-- hint: u | parts: a | cost: 0.5 | id: x -->\ny\n<!-- /hint -->\n", "share an id"),
+])
+def test_malformed_markers_are_refused(text: str, message: str) -> None:
+    with pytest.raises(hints.HintError, match="ex/statement.md") as err:
+        hints.parse(text, ("a",), "ex/statement.md")
+    assert message in str(err.value)
+
+
+def test_cost_one_is_allowed_and_penalty_caps() -> None:
+    text = ("<!-- hint: t | parts: a | cost: 1 -->\nx\n<!-- /hint -->\n"
+            "<!-- hint: u | parts: a, b | cost: 0.5 -->\ny\n<!-- /hint -->\n"
+            "<!-- hint: v | parts: b | cost: free -->\nz\n<!-- /hint -->\n")
+    found = hints.parse(text, ("a", "b")).hints
+    assert hints.penalty(found, {"h1", "h2", "h3"}, "a") == 1.0
+    assert hints.penalty(found, {"h2", "h3"}, "b") == 0.5
+    assert hints.penalty(found, {"h3"}, "b") == 0.0
+    assert hints.credited(0.3, 0.5) == 0.0 and hints.credited(1.0, 0.25) == 0.75
+
+
+def test_share_label() -> None:
+    found = hints.parse(STATEMENT, ("a", "b")).hints
+    assert hints.share_label(found[0], {"a": 2, "b": 3}) == "costs 25% of parts 2 and 3"
+    assert hints.share_label(found[1], {"a": 2, "b": 3}) == "free"
+
+
+def test_the_registry_names_the_exercise(tmp_path) -> None:
+    import shutil
+
+    folder = tmp_path / "max_concurrency"
+    shutil.copytree(registry.get("max_concurrency").path, folder)
+    statement = folder / "statement.md"
+    statement.write_text(statement.read_text().replace("parts: ceiling", "parts: nope"))
+    with pytest.raises(registry.ExerciseError, match=r"max_concurrency/statement.md.*nope"):
+        registry.load(folder)
+
+
+SPECS = registry.load_all()
+
+
+@pytest.mark.parametrize("slug", sorted(SPECS))
+def test_every_statement_parses(slug: str) -> None:
+    spec = SPECS[slug]
+    parsed = hints.parse(spec.statement_template, tuple(p.id for p in spec.parts), slug)
+    if slug in OLD_STATEMENTS:
+        assert parsed.hints, f"{slug} is converted but has no hint"
+        digest = hashlib.sha256(parsed.practice.encode()).hexdigest()
+        assert digest == OLD_STATEMENTS[slug], f"{slug}: practice mode changed the statement"
+    for variant in ("canonical", 1, 2, 3):
+        params = registry.params_for(spec, variant)
+        solution = registry.solve(spec, params)
+        rendered = hints.parse(templating.render(spec.statement_template, params, solution))
+        # Markers are whole lines no placeholder touches: rendering then stripping is the old
+        # statement rendered.
+        assert rendered.practice == templating.render(parsed.practice, params, solution)
+        assert [h.id for h in rendered.hints] == [h.id for h in parsed.hints]
