@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from exercises import catalog
 from exercises.catalog import GPU, Link, Model
@@ -97,6 +98,13 @@ def cards() -> list[Card]:
     if repeated:
         raise ValueError(f"deck card ids repeat: {repeated}")
     return deck
+
+
+@cache
+def by_id() -> dict[str, Card]:
+    """Every card by its id, built once per process: the site looks cards up on every answer,
+    and the catalog they come from changes only with a deploy."""
+    return {card.id: card for card in cards()}
 
 
 def groups() -> dict[str, int]:

@@ -149,3 +149,40 @@ def clear_login_failures(username: str, address: str) -> None:
 def wait_words(seconds: int) -> str:
     """'15 minutes', '1 minute' (rounded up to whole minutes: the lock is minutes long)."""
     return _plural(max(1, math.ceil(seconds / 60)), "minute")
+
+
+# --- deck cards -----------------------------------------------------------------------------
+
+def _card_key(user_id: int, bucket: int) -> str:
+    return f"card-answers:{user_id}:{bucket}"
+
+
+def card_answer_refusal(user: User, now: datetime) -> str | None:
+    """Count one answer to a deck card and say why it is refused, or None when it may be graded.
+
+    The same budget as submissions (ROOFLINE_SUBMIT_RATE per ROOFLINE_SUBMIT_WINDOW_S), but
+    counted in the cache: a card answer creates no row to count, only reschedules the student's
+    one RecallItem for the card. A fixed window (bucketed on `now`), counted with an atomic
+    increment, so every web process sharing the cache (Redis in production) counts together; at
+    a window's edge up to twice the rate may pass, which is fine for a grade this cheap. Call it
+    only for a readable answer: an unreadable one is not an attempt. If the cache cannot be
+    reached the answer is let through (logged), as for log-ins.
+    """
+    rate, window = settings.ROOFLINE_SUBMIT_RATE, settings.ROOFLINE_SUBMIT_WINDOW_S
+    stamp = now.timestamp()
+    bucket = int(stamp // window)
+    key = _card_key(user.pk, bucket)
+    try:
+        cache.add(key, 0, timeout=window + 1)
+        count = cache.incr(key)
+    except ValueError:  # the key expired between add and incr: this answer opens the window
+        cache.set(key, 1, timeout=window + 1)
+        count = 1
+    except Exception:
+        log.warning("card answer limit: cache unavailable, not counting", exc_info=True)
+        return None
+    if count <= rate:
+        return None
+    wait = max(1, math.ceil((bucket + 1) * window - stamp))
+    return (f"You have answered {_plural(rate, 'card')} in the last {_window_words(window)}; "
+            f"wait {_plural(wait, 'second')} and try again.")

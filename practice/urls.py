@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from practice.views import auth, cohorts, mock, ops, pages, parts, review, stats
+from practice.views import auth, cohorts, mock, ops, pages, parts, recall, review, stats
 
 urlpatterns = [
     path("", pages.catalog, name="catalog"),
@@ -20,6 +20,11 @@ urlpatterns = [
     path("ex/<slug:slug>/<str:part_id>/preview/", parts.preview_formula, name="preview_formula"),
     path("submissions/<int:pk>/status/", parts.submission_status, name="submission_status"),
     path("submissions/<int:pk>/contest/<int:point>/", parts.contest_point, name="contest_point"),
+    # Recall: the deck of numbers to know, and what is due today (cards answered in place).
+    path("deck/", recall.deck_page, name="deck"),
+    path("deck/answer/", recall.deck_answer, name="deck_answer"),
+    path("today/", recall.today, name="today"),
+    path("today/<int:pk>/answer/", recall.today_answer, name="today_answer"),
     path("practice/random/", mock.random_question, name="random_question"),
     path("mock/start/", mock.mock_start, name="mock_start"),
     path("mock/<int:pk>/", mock.mock_detail, name="mock_detail"),

@@ -6,13 +6,16 @@ Every read and write here is for one user: nothing returns another student's ite
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
+from exercises.deck import Card
 from graders.base import GradeResult
-from practice import recall
+from graders.card import grade_card
+from practice import ratelimit, recall
 from practice.actions import NotAllowed
 from practice.models import PartState, RecallItem, Submission, User
 
@@ -89,6 +92,27 @@ def answer_item(item: RecallItem, result: GradeResult, now: datetime) -> RecallI
         return _review(item, rating, now)
 
 
+@dataclass(frozen=True)
+class CardAnswer:
+    """A graded answer to a deck card and the user's item for the card, rescheduled by it."""
+
+    result: GradeResult
+    item: RecallItem
+
+
+def answer_card(user: User, card: Card, text: str, now: datetime) -> CardAnswer:
+    """Grade an answer to a deck card, then note the card as seen and reschedule it.
+
+    Raises InvalidAnswer for unreadable input and NotAllowed over the answer rate limit; in
+    both cases nothing is recorded (graded first, so an unreadable answer is not counted)."""
+    result = grade_card(card, text)
+    refusal = ratelimit.card_answer_refusal(user, now)
+    if refusal:
+        raise NotAllowed(refusal)
+    item = note_card_seen(user, card.id, now)
+    return CardAnswer(result=result, item=answer_item(item, result, now))
+
+
 def get_item(user: User, item_id: int) -> RecallItem:
     """The user's own item; another user's id is refused as if it did not exist."""
     item = RecallItem.objects.filter(user=user, pk=item_id).first()
@@ -101,6 +125,17 @@ def due_items(user: User, now: datetime, limit: int = 20) -> list[RecallItem]:
     """The user's items due at `now`, most overdue first (earliest due), at most `limit`."""
     return list(RecallItem.objects.filter(user=user, due__lte=now)
                 .select_related("exercise").order_by("due", "pk")[:limit])
+
+
+def due_count(user: User, now: datetime) -> int:
+    """How many of the user's items are due at `now` (one count on the (user, due) index)."""
+    return RecallItem.objects.filter(user=user, due__lte=now).count()
+
+
+def next_due(user: User, now: datetime) -> datetime | None:
+    """When the user's next item falls due after `now`, or None when they have none."""
+    return (RecallItem.objects.filter(user=user, due__gt=now).order_by("due")
+            .values_list("due", flat=True).first())
 
 
 def _review(item: RecallItem, rating: recall.Rating, now: datetime) -> RecallItem:

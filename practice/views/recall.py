@@ -1,0 +1,117 @@
+"""Recall pages: "Numbers to know" (the deck, by group) and "Today" (what is due for the user).
+
+A card is answered in place on either page: the card's partial (templates/practice/partials/
+card.html) posts with htmx and is swapped for itself, graded, with the verdict, the feedback
+(which cites the card's sources) and the card's next due date. Without JavaScript the form posts
+normally and the whole page comes back with that card answered.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from itertools import groupby
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from exercises import deck
+from exercises.deck import Card
+from graders.base import InvalidAnswer
+from practice.actions import NotAllowed
+from practice.actions.recall import CardAnswer, answer_card, due_items, get_item, next_due
+from practice.models import RecallItem, User
+
+
+def _card(card: Card, post_url: str, answered: CardAnswer | None = None, error: str = "",
+          draft: str = "") -> dict[str, Any]:
+    """One card's context for partials/card.html."""
+    return {"card": card, "post_url": post_url, "result": answered.result if answered else None,
+            "item": answered.item if answered else None, "error": error, "draft": draft}
+
+
+def _deck_url(card: Card) -> str:
+    # The id travels in the query: it has slashes ("gpu/h100-sxm/hbm_bandwidth").
+    return reverse("deck_answer") + "?" + urlencode({"card": card.id})
+
+
+def _item_url(item: RecallItem) -> str:
+    return reverse("today_answer", args=[item.pk])
+
+
+def _answer(request: HttpRequest, card: Card, post_url: str) -> dict[str, Any]:
+    """Grade the posted answer to `card`; the card's context, answered or with the refusal."""
+    text = request.POST.get("answer", "")
+    try:
+        answered = answer_card(request.user, card, text, timezone.now())  # type: ignore[arg-type]
+    except (InvalidAnswer, NotAllowed) as exc:
+        return _card(card, post_url, error=str(exc), draft=text)
+    return _card(card, post_url, answered)
+
+
+@login_required
+def deck_page(request: HttpRequest, answered: dict[str, Any] | None = None) -> HttpResponse:
+    groups = [(name, [answered if answered and answered["card"] == c
+                      else _card(c, _deck_url(c)) for c in cards])
+              for name, cards in groupby(deck.cards(), key=lambda c: c.group)]
+    return render(request, "practice/deck.html", {"groups": groups})
+
+
+@login_required
+@require_POST
+def deck_answer(request: HttpRequest) -> HttpResponse:
+    card = deck.by_id().get(request.GET.get("card", ""))
+    if card is None:
+        raise Http404("no such card")
+    ctx = _answer(request, card, _deck_url(card))
+    if not request.htmx:  # type: ignore[attr-defined]
+        return deck_page(request, answered=ctx)
+    return render(request, "practice/partials/card.html", {"c": ctx})
+
+
+def _due_rows(user: User, now: datetime) -> list[dict[str, Any]]:
+    """Today's rows in due order: a card (answered here) or an exercise part (answered on its
+    exercise page, in the student's own variant; a fresh variant for a review is a later step)."""
+    cards = deck.by_id()
+    rows: list[dict[str, Any]] = []
+    for item in due_items(user, now):
+        if item.card_id:
+            card = cards.get(item.card_id)
+            # A card gone from the deck (its catalog entry removed) has nothing left to ask.
+            if card is not None:
+                rows.append({"item": item, "c": _card(card, _item_url(item))})
+        else:
+            rows.append({"item": item, "exercise": item.exercise})
+    return rows
+
+
+@login_required
+def today(request: HttpRequest, answered: dict[str, Any] | None = None) -> HttpResponse:
+    now = timezone.now()
+    rows = _due_rows(request.user, now)  # type: ignore[arg-type]
+    if answered is not None:
+        # The card just answered without JavaScript is no longer due: show it answered, on top.
+        rows.insert(0, {"c": answered})
+    return render(request, "practice/today.html", {
+        "rows": rows, "next_due": next_due(request.user, now),  # type: ignore[arg-type]
+    })
+
+
+@login_required
+@require_POST
+def today_answer(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        item = get_item(request.user, pk)  # type: ignore[arg-type]
+    except NotAllowed:
+        raise Http404("no such item") from None
+    card = deck.by_id().get(item.card_id) if item.card_id else None
+    if card is None:
+        raise Http404("not a card")  # an exercise part is answered on its exercise page
+    ctx = _answer(request, card, _item_url(item))
+    if not request.htmx:  # type: ignore[attr-defined]
+        return today(request, answered=ctx)
+    return render(request, "practice/partials/card.html", {"c": ctx})
