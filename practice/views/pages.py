@@ -1,7 +1,6 @@
 """Student pages: catalog, exercise, history, sign-up. Parse, call an action, render."""
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth import login
@@ -9,9 +8,11 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 
 from exercises import registry
-from practice import interview
+from practice import catalog_filters, interview
 from practice.actions.exercises import assignment_for
 from practice.actions.people import sign_up
 from practice.models import Exercise, MockInterview, PartState, Submission, User
@@ -36,33 +37,36 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def catalog(request: HttpRequest) -> HttpResponse:
-    states = PartState.objects.filter(user=request.user)
-    solved: dict[int, int] = defaultdict(int)
-    attempted: set[int] = set()
-    for s in states:
-        if s.solved_at:
-            solved[s.exercise_id] += 1
-        if s.attempts:
-            attempted.add(s.exercise_id)
+    """The exercises, filtered by the query string (practice/catalog_filters.py). An htmx
+    request gets only the results and the facet counts; a history restore needs the page."""
+    user = request.user if request.user.is_authenticated else None
+    entries = catalog_filters.load_entries(user, timezone.now())  # type: ignore[arg-type]
+    options = catalog_filters.options_for(entries, with_status=user is not None)
+    filters = catalog_filters.parse(dict(request.GET.lists()), options)
+    shown = [e for e in entries if catalog_filters.matches(e, filters)]
     running = interview.running_mock(request.user)  # type: ignore[arg-type]
-    topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for ex in Exercise.objects.filter(active=True):
-        n = len(ex.parts)
-        topics[ex.topic].append({
-            "exercise": ex, "parts": n, "solved": solved[ex.pk],
-            "percent": round(100 * solved[ex.pk] / n) if n else 0,
-            "state": "solved" if n and solved[ex.pk] == n
-            else "attempted" if ex.pk in attempted else "new",
-            "in_mock": running is not None and ex.slug in running.exercises,
+    ctx: dict[str, Any] = {
+        "entries": shown, "total": len(entries), "filters": filters,
+        "facets": catalog_filters.facets(entries, filters, options),
+        "max_query": catalog_filters.MAX_QUERY,
+        "mock_slugs": set(running.exercises) if running is not None else set(),
+    }
+    htmx = getattr(request, "htmx", None)
+    if htmx and not htmx.history_restore_request:
+        response = render(request, "practice/partials/catalog_results.html", {**ctx, "oob": True})
+    else:
+        response = render(request, "practice/catalog.html", {
+            **ctx,
+            "mock": interview.clock(running) if running is not None else None,
+            # Past its deadline counts as over even before its page records the end.
+            "last_mock": (None if running
+                          else MockInterview.objects.filter(user=request.user).first()),
+            "mock_questions": interview.QUESTIONS_PER_MOCK,
+            "mock_minutes": interview.DEFAULT_DURATION_S // 60,
         })
-    return render(request, "practice/catalog.html", {
-        "topics": sorted(topics.items()),
-        "mock": interview.clock(running) if running is not None else None,
-        # Past its deadline counts as over even before its page records the end.
-        "last_mock": None if running else MockInterview.objects.filter(user=request.user).first(),
-        "mock_questions": interview.QUESTIONS_PER_MOCK,
-        "mock_minutes": interview.DEFAULT_DURATION_S // 60,
-    })
+    # The same URL answers with a fragment or a page: caches must keep them apart.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @login_required

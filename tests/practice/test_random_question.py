@@ -108,7 +108,7 @@ def test_catalog_shows_difficulty_minutes_and_state_of_each_exercise(
     for ex in Exercise.objects.filter(active=True):
         item = body.split(f'id="ex-{ex.slug}"', 1)[1].split("</article>", 1)[0]
         assert f"{ex.difficulty} · ~{ex.minutes} min" in item
-        state = ("solved" if ex == solved else "attempted" if ex == tried else "new")
+        state = ("solved" if ex == solved else "in progress" if ex == tried else "new")
         assert f">{state}</span>" in item, ex.slug
     n = len(solved.parts)
     assert f"{n}/{n} parts solved" in body
