@@ -5,7 +5,8 @@ request or in a worker, is practice/grading.py.
 
     exercises.py        folders → Exercise rows; a student's variant, drawn at first visit
     submissions.py      answering: submit (graded now, or queued), reveal a solution
-    progress.py         a student's PartState: attempts, best score, solved
+    progress.py         a student's PartState: attempts, best score (less revealed hints), solved
+    hints.py            revealing a statement's hint in interview mode
     publish.py          sending work to a queue, by task name (practice/routing.py routes)
     mock_interviews.py  start, finish and expire a timed mock interview
     people.py           sign-up, demo users
