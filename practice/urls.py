@@ -15,6 +15,7 @@ urlpatterns = [
     path("history/", pages.history, name="history"),
     path("ex/<slug:slug>/", pages.exercise_page, name="exercise"),
     path("ex/<slug:slug>/evidence/<str:name>/", pages.evidence_download, name="evidence"),
+    path("ex/<slug:slug>/hints/<str:hint_id>/", parts.reveal_hint_view, name="reveal_hint"),
     path("ex/<slug:slug>/<str:part_id>/submit/", parts.submit_part, name="submit_part"),
     path("ex/<slug:slug>/<str:part_id>/reveal/", parts.reveal_part, name="reveal_part"),
     path("ex/<slug:slug>/<str:part_id>/preview/", parts.preview_formula, name="preview_formula"),

@@ -13,6 +13,7 @@ from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from exercises import hints, registry, templating
@@ -21,19 +22,27 @@ from graders.base import InvalidAnswer
 from practice import interview, routing
 from practice.actions import NotAllowed
 from practice.actions.exercises import assignment_for
+from practice.actions.hints import reveal_hint
 from practice.actions.submissions import contest_key_point, reveal_solution, submit_answer
 from practice.markdown import render_markdown
-from practice.models import Exercise, PartState, Submission, User
+from practice.models import Exercise, HintReveal, PartState, Submission, User
 from practice.templatetags import review_notes
 from practice.variants import variant_params
+
+
+def _statement(spec: ExerciseSpec, variant: str) -> hints.Parsed:
+    """The variant's statement in both modes, with its hints (exercises/hints.py)."""
+    params = variant_params(spec, variant)
+    solution = registry.solve(spec, params)
+    return hints.parse(templating.render(spec.statement_template, params, solution,
+                                         "statement.md"))
 
 
 def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
     params = variant_params(spec, variant)
     solution = registry.solve(spec, params)
-    # Practice mode: the whole statement, hint markers (exercises/hints.py) removed.
-    statement = hints.parse(templating.render(spec.statement_template, params, solution,
-                                              "statement.md")).practice
+    # Practice mode: the whole statement, hint markers removed.
+    statement = _statement(spec, variant).practice
     worked = templating.render(spec.solution_template, params, solution, "solution.md")
     preamble, parts = templating.split_sections(worked)
     return (render_markdown(statement), render_markdown(preamble),
@@ -73,9 +82,28 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
     }
 
 
-def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str, Any]:
+def hint_context(user: User, exercise: Exercise, spec: ExerciseSpec, hint: hints.Hint,
+                 revealed: bool) -> dict[str, Any]:
+    """One hint's button or, once this user revealed it, its text; the cost is said before."""
+    numbers = {p.id: i + 1 for i, p in enumerate(spec.parts)}
+    return {"exercise": exercise, "id": hint.id, "title": hint.title, "revealed": revealed,
+            "label": hints.share_label(hint, numbers),
+            "body_html": render_markdown(hints.body_markdown(hint)) if revealed else ""}
+
+
+def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
+                 interview_mode: bool = False) -> dict[str, Any]:
+    """The exercise page. Interview mode holds the statement's hints back as buttons (only this
+    user's reveals show); practice mode shows the whole statement and records nothing."""
     variant = assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
+    hint_list: list[dict[str, Any]] = []
+    if interview_mode:
+        parsed = _statement(spec, variant)
+        statement = render_markdown(parsed.interview)
+        mine = set(HintReveal.objects.filter(user=user, exercise=exercise)
+                   .values_list("hint_id", flat=True))
+        hint_list = [hint_context(user, exercise, spec, h, h.id in mine) for h in parsed.hints]
     hidden = interview.solutions_hidden_for(user, exercise)
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
@@ -93,7 +121,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec) -> dict[str
     review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
     evidence = registry.evidence(spec, variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
-            "parts": parts, "evidence": sorted(evidence.items()),
+            "interview_mode": interview_mode, "hints": hint_list, "parts": parts, "evidence": sorted(evidence.items()),
             # Kernel results timed on a GPU are drawn on a roofline (static/charts.js).
             "charts": bool(evidence) or any(p.type == "kernel" for p in spec.parts),
             "mock": interview.banner_for(user, exercise)}
@@ -213,3 +241,21 @@ def contest_point(request: HttpRequest, pk: int, point: int) -> HttpResponse:
     if request.htmx:  # type: ignore[attr-defined]
         return render(request, "practice/partials/status.html", {"sub": sub})
     return redirect(reverse("exercise", args=[sub.exercise.slug]) + f"#part-{sub.part_id}")
+
+
+@login_required
+@require_POST
+def reveal_hint_view(request: HttpRequest, slug: str, hint_id: str) -> HttpResponse:
+    """Reveal one hint in interview mode: recorded once, then its text replaces the button."""
+    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    spec = registry.get(slug)
+    try:
+        reveal_hint(request.user, exercise, hint_id, timezone.now())  # type: ignore[arg-type]
+    except NotAllowed:
+        raise Http404("no such hint") from None
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect(reverse("exercise", args=[slug]) + f"?mode=interview#hint-{hint_id}")
+    variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    hint = next(h for h in _statement(spec, variant).hints if h.id == hint_id)
+    ctx = hint_context(request.user, exercise, spec, hint, True)  # type: ignore[arg-type]
+    return render(request, "practice/partials/hint.html", {"h": ctx})

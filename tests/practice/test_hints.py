@@ -105,3 +105,55 @@ def test_another_users_reveal_costs_nothing(ann: User) -> None:
     reveal_hint(bob, _ex(), "h1", timezone.now() - timedelta(seconds=1))
     submit_answer(ann, _ex(), "kv_gpu", _right(ann, "kv_gpu"))
     assert _best(ann, "kv_gpu") == 1.0
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+GPU_ROW = "the driver reports a total of"  # the free hint h3's text (the GPU row)
+
+
+@pytest.fixture
+def ann_client(client, ann: User):  # type: ignore[no-untyped-def]
+    client.force_login(ann)
+    return client
+
+
+def test_interview_mode_hides_hints_and_states_the_cost(ann_client) -> None:  # type: ignore[no-untyped-def]
+    page = ann_client.get(f"/ex/{SLUG}/?mode=interview").content.decode()
+    assert GPU_ROW not in page
+    assert "Reveal: the model&#x27;s attention shape and weights (costs 20% of parts 1, 2, 3 and 4)" \
+        in page
+    assert "Reveal: the GPU memory the driver reports (free)" in page
+    assert f'href="/ex/{SLUG}/"' in page  # the switch back to practice mode
+
+
+def test_practice_mode_shows_everything(ann_client) -> None:  # type: ignore[no-untyped-def]
+    page = ann_client.get(f"/ex/{SLUG}/").content.decode()
+    assert GPU_ROW in page and "Reveal:" not in page and "&lt;!--" not in page
+    assert f'href="/ex/{SLUG}/?mode=interview"' in page
+
+
+def test_a_reveal_shows_in_place_and_is_recorded(ann_client, ann: User) -> None:  # type: ignore[no-untyped-def]
+    r = ann_client.post(f"/ex/{SLUG}/hints/h3/", HTTP_HX_REQUEST="true")
+    body = r.content.decode()
+    assert r.status_code == 200 and GPU_ROW in body and 'id="hint-h3"' in body
+    assert HintReveal.objects.filter(user=ann, hint_id="h3").count() == 1
+    page = ann_client.get(f"/ex/{SLUG}/?mode=interview").content.decode()
+    assert GPU_ROW in page and "Reveal: the GPU memory" not in page
+    assert ann_client.post(f"/ex/{SLUG}/hints/nope/").status_code == 404
+
+
+def test_another_users_reveal_does_not_show(ann_client) -> None:  # type: ignore[no-untyped-def]
+    bob = User.objects.create_user("bob", password="pw-bob-123")
+    reveal_hint(bob, _ex(), "h3", timezone.now())
+    page = ann_client.get(f"/ex/{SLUG}/?mode=interview").content.decode()
+    assert GPU_ROW not in page and "Reveal: the GPU memory the driver reports (free)" in page
+
+
+def test_a_running_mock_interview_opens_in_interview_mode(ann_client, ann: User) -> None:  # type: ignore[no-untyped-def]
+    from practice.models import MockInterview
+
+    MockInterview.objects.create(user=ann, started_at=timezone.now(), exercises=[SLUG],
+                                 duration_s=3600)
+    page = ann_client.get(f"/ex/{SLUG}/").content.decode()
+    assert GPU_ROW not in page and "Reveal: the GPU memory the driver reports (free)" in page
