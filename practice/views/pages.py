@@ -39,6 +39,7 @@ def signup(request: HttpRequest) -> HttpResponse:
 def catalog(request: HttpRequest) -> HttpResponse:
     """The exercises, filtered by the query string (practice/catalog_filters.py). An htmx
     request gets only the results and the facet counts; a history restore needs the page."""
+    # The page needs a login today; the filters do not (no user: no status kind).
     user = request.user if request.user.is_authenticated else None
     entries = catalog_filters.load_entries(user, timezone.now())  # type: ignore[arg-type]
     options = catalog_filters.options_for(entries, with_status=user is not None)

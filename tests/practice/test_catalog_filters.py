@@ -147,6 +147,9 @@ def test_htmx_request_gets_only_the_results_and_the_counts(client: Client, alice
     assert body.lstrip().startswith('<div id="catalog-results"')
     assert "<html" not in body and 'id="catalog-filters"' not in body and "<h1>" not in body
     assert 'class="catalog-list"' in body
+    hard_n = len(where(lambda s: s.difficulty == "hard"))
+    assert f'<p id="catalog-summary" hx-swap-oob="innerHTML">{hard_n} of {len(SPECS)} exercises' \
+        in body
     assert body.count('hx-swap-oob="true"') == len(counts(client.get("/").content.decode()))
     hard = where(lambda s: s.difficulty == "hard")
     assert set(re.findall(r'id="ex-([\w-]+)"', body)) == hard
