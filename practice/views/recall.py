@@ -23,15 +23,24 @@ from exercises import deck
 from exercises.deck import Card
 from graders.base import InvalidAnswer
 from practice.actions import NotAllowed
-from practice.actions.recall import CardAnswer, answer_card, due_items, get_item, next_due
+from practice.actions.recall import (
+    CardAnswer,
+    answer_card,
+    card_dues,
+    due_items,
+    get_item,
+    next_due,
+)
 from practice.models import RecallItem, User
 
 
 def _card(card: Card, post_url: str, answered: CardAnswer | None = None, error: str = "",
-          draft: str = "") -> dict[str, Any]:
-    """One card's context for partials/card.html."""
+          draft: str = "", due: datetime | None = None) -> dict[str, Any]:
+    """One card's context for partials/card.html. `due`: when a card the user met before (and
+    has not just answered) comes back, for the deck page."""
     return {"card": card, "post_url": post_url, "result": answered.result if answered else None,
-            "item": answered.item if answered else None, "error": error, "draft": draft}
+            "item": answered.item if answered else None, "error": error, "draft": draft,
+            "due": due}
 
 
 def _deck_url(card: Card) -> str:
@@ -55,10 +64,11 @@ def _answer(request: HttpRequest, card: Card, post_url: str) -> dict[str, Any]:
 
 @login_required
 def deck_page(request: HttpRequest, answered: dict[str, Any] | None = None) -> HttpResponse:
+    dues = card_dues(request.user)  # type: ignore[arg-type]
     groups = [(name, [answered if answered and answered["card"] == c
-                      else _card(c, _deck_url(c)) for c in cards])
+                      else _card(c, _deck_url(c), due=dues.get(c.id)) for c in cards])
               for name, cards in groupby(deck.cards(), key=lambda c: c.group)]
-    return render(request, "practice/deck.html", {"groups": groups})
+    return render(request, "practice/deck.html", {"groups": groups, "now": timezone.now()})
 
 
 @login_required

@@ -90,6 +90,7 @@ def test_a_wrong_answer_comes_back_sooner(client: Client, ann: User) -> None:
     html = _answer_card(client, CARD, "1 GB")
     assert "badge incorrect" in html
     assert escape(CARD.sources[0].text) in html
+    assert f"Answer: <strong>{escape(CARD.answer_text)}</strong>" in html  # the card turned over
     item = RecallItem.objects.get(user=ann, card_id=CARD.id)
     assert item.last_rating == recall.Rating.Again
     assert T0 < item.due == _due_after(recall.Rating.Again) < _due_after(recall.Rating.Good)
@@ -100,6 +101,14 @@ def test_an_unreadable_answer_shows_the_message_and_records_nothing(
     html = _answer_card(client, CARD, "lots")
     assert "Not graded:" in html and "badge" not in html
     assert not RecallItem.objects.exists()
+
+
+def test_the_deck_says_when_a_card_met_before_comes_back(client: Client, ann: User) -> None:
+    _card_item(ann, CARD, T0 - timedelta(hours=1))
+    _card_item(ann, OTHER, T0 + timedelta(hours=1))
+    html = client.get("/deck/").content.decode()
+    assert html.count(">due now<") == 1
+    assert (T0 + timedelta(hours=1)).strftime("due %Y-%m-%d %H:%M") in html
 
 
 def test_an_unknown_card_is_404(client: Client, ann: User) -> None:
