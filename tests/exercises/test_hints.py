@@ -14,6 +14,8 @@ from exercises import hints, registry, templating
 # slug -> sha256 of statement.md before hint markers were added (git show <commit>:...).
 OLD_STATEMENTS = {
     "max_concurrency": "29302ba3a3c55483e4887abb2663483be5ce0ab3ed48abe84bb95c61c1f6928d",
+    "canary_sample_size": "1831658bfefc85d8270c9a3a5b2b33e0641fc69553038bacc193955965d33b16",
+    "kv_page_ledger": "0f159621d8e11148bf8b40fbc7eef6ce4cdf9c1e364c85c0fa32ca3013959d98",
 }
 
 STATEMENT = """Intro.
