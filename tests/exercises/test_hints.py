@@ -16,6 +16,13 @@ OLD_STATEMENTS = {
     "max_concurrency": "29302ba3a3c55483e4887abb2663483be5ce0ab3ed48abe84bb95c61c1f6928d",
     "canary_sample_size": "1831658bfefc85d8270c9a3a5b2b33e0641fc69553038bacc193955965d33b16",
     "kv_page_ledger": "0f159621d8e11148bf8b40fbc7eef6ce4cdf9c1e364c85c0fa32ca3013959d98",
+    "decode_crossover_batch": "29d8b22d26723a8e4feda73b465805a0f22e28e0d2eff4131c1ac90427dab6ec",
+    "recompute_vs_fetch": "8cad308002de0a0bc4a5bd61d8fdbc45b2848418cd4ca224fb2db848c5a757d1",
+    "reasoning_kv_growth": "6cc91ca61278329c9eb7eaf64e967f7d379a36290ef305d64646597aef4a735f",
+    "two_batch_overlap": "40bf29fbd4f7f61d8dcff24c553f8b2abc2fa6991f9af6780d8ce557bc2c130a",
+    "l2_kv_pinning": "3e2e3eca2e8615db0acdb7d2df565411b83cffd48689444e294307d10204632d",
+    "sliding_window_layers": "4ec54533b3efb38cc0c3987c654a8a7e6b9974d899701343ad452d11ea1f1a7f",
+    "tp_past_kv_heads": "a0fa1ada218fabd60ceb11034425adc0deb13d8273cef63da3d12d57e4bfb4aa",
 }
 
 STATEMENT = """Intro.
