@@ -23,6 +23,11 @@ OLD_STATEMENTS = {
     "l2_kv_pinning": "3e2e3eca2e8615db0acdb7d2df565411b83cffd48689444e294307d10204632d",
     "sliding_window_layers": "4ec54533b3efb38cc0c3987c654a8a7e6b9974d899701343ad452d11ea1f1a7f",
     "tp_past_kv_heads": "a0fa1ada218fabd60ceb11034425adc0deb13d8273cef63da3d12d57e4bfb4aa",
+    "moe_calibration_coverage": "60ebb65ca3a9e81eef2e50e9b6d4c9e5bbebc82e6b3f9277b7dc01dd5600ae91",
+    "mtp_free_drafter": "b5ffa496770dbac6cee7acc4800c19fa8123b8891f297b4f2161b6acd665febb",
+    "stream_stutter": "7d6a35df4c2b9ce857beaab2f5cb5deee58ad76cd110412915bcae0810f7b808",
+    "stranded_prefix_blocks": "86605f71b833b3487790d6517a220fc17454d21c1de369f47a6e73caf939b562",
+    "paging_waste_bound": "a32ab8b8507cd0cf6472185738a915cf1ede177cf6ff0279ea78d6939e7312c1",
 }
 
 STATEMENT = """Intro.
