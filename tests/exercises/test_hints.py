@@ -28,6 +28,11 @@ OLD_STATEMENTS = {
     "stream_stutter": "7d6a35df4c2b9ce857beaab2f5cb5deee58ad76cd110412915bcae0810f7b808",
     "stranded_prefix_blocks": "86605f71b833b3487790d6517a220fc17454d21c1de369f47a6e73caf939b562",
     "paging_waste_bound": "a32ab8b8507cd0cf6472185738a915cf1ede177cf6ff0279ea78d6939e7312c1",
+    "gqa_vs_mla_tp": "62b23f3c31b65a69cd70a18bc6665c726606a9a407744ff58354a1f2c0fdcebd",
+    "mla_tp_copy": "afb2dfafdddad881b9ea078018e3578dc443fd4e10bd68915eeeab05fc404feb",
+    "fp8_kv_scales": "e95ceff1e96a3f3bb47067c423130227fda1ff3ab71d7d11fcaeb8ca8f6dc678",
+    "memory_beyond_kv": "0203f52bd6e6a9ae50ff300bb0f3382e49eab1bb3d0ed0a96e8e2cb6134b5618",
+    "kv_emit_rate_cancels": "cee736b491197058ebd9864f6c8d3170c8689fb1e1f4f45442555bb81c9770ec",
 }
 
 STATEMENT = """Intro.
