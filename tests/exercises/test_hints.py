@@ -33,6 +33,11 @@ OLD_STATEMENTS = {
     "fp8_kv_scales": "e95ceff1e96a3f3bb47067c423130227fda1ff3ab71d7d11fcaeb8ca8f6dc678",
     "memory_beyond_kv": "0203f52bd6e6a9ae50ff300bb0f3382e49eab1bb3d0ed0a96e8e2cb6134b5618",
     "kv_emit_rate_cancels": "cee736b491197058ebd9864f6c8d3170c8689fb1e1f4f45442555bb81c9770ec",
+    "physics_or_marketing": "53a9f8167c8afc48e360fc8fb0b7b81a95589d79443289920ce48e42871f15d3",
+    "spec_decode_policy": "2652d7fba75310ca2f1e2fbb52a15f757fe968fea26d78578dd24e52d2c1406f",
+    "utilisation_rule": "3c02b162ac76d56e6d1d99662523f445e2f1122f1cd0bc57a6645ab2ab3eca6b",
+    "tp_vs_pp_405b": "3d9bf5d90b38dea5a0bf3ca3d2e9d8f8064368c35d8145753e24d7a97f13ea43",
+    "capacity_cost_split": "6dea0356c2b56ddef076fb5f8bf272a0a59025a20af0e15ebb911a5d4afc90d4",
 }
 
 STATEMENT = """Intro.
