@@ -38,6 +38,11 @@ OLD_STATEMENTS = {
     "utilisation_rule": "3c02b162ac76d56e6d1d99662523f445e2f1122f1cd0bc57a6645ab2ab3eca6b",
     "tp_vs_pp_405b": "3d9bf5d90b38dea5a0bf3ca3d2e9d8f8064368c35d8145753e24d7a97f13ea43",
     "capacity_cost_split": "6dea0356c2b56ddef076fb5f8bf272a0a59025a20af0e15ebb911a5d4afc90d4",
+    "ep_dispatch_bytes": "0f45ead7ff70178e72e9f9cb98bc54c00675b2830aa074e527a7c7b2c169a940",
+    "nvl72_boundary": "252bb4ebc8439fc0a50efdafb1ef8921edddb95f95e9beea685b74d79983da66",
+    "region_loss_fleet": "779203eed65cbefd97b408da636dc72bcf0c125c830c3c6ef856a37ce67a1c5f",
+    "kv_tier_value": "8b0f1f26ad877a6c9e619f2fbd328e345a03daf8ecbc3a168c60a6404fd26b37",
+    "kv_transfer_disagg": "14a9fa5100ef991752c6b33010b8d5a2ecd0d34da0439c2378f574bcdfb4e219",
 }
 
 STATEMENT = """Intro.
