@@ -43,6 +43,11 @@ OLD_STATEMENTS = {
     "region_loss_fleet": "779203eed65cbefd97b408da636dc72bcf0c125c830c3c6ef856a37ce67a1c5f",
     "kv_tier_value": "8b0f1f26ad877a6c9e619f2fbd328e345a03daf8ecbc3a168c60a6404fd26b37",
     "kv_transfer_disagg": "14a9fa5100ef991752c6b33010b8d5a2ecd0d34da0439c2378f574bcdfb4e219",
+    "batch1_gap_trace": "ee7e4737b901561674dd288a367501c6ce7af0bdad5c0d825e81dc34cc14523f",
+    "chunked_prefill_lockout": "046b741ef48b77cc0d229df8614c06685fd266be1417210939b2261fffbab263",
+    "mla_absorption": "4a5e41113d1df933c838513e4b105b12b23be1030a5630316bfaec8e16edbbbb",
+    "preemption_policies": "28307a2b4af74888c992363959403305889ec433eee405e15e2d1389e779a057",
+    "split_kv_decode": "8c599f70c3d90730c4dca58afdf4b4df31e56843051195b9bea401858edfedaa",
 }
 
 STATEMENT = """Intro.
