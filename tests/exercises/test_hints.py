@@ -48,6 +48,10 @@ OLD_STATEMENTS = {
     "mla_absorption": "4a5e41113d1df933c838513e4b105b12b23be1030a5630316bfaec8e16edbbbb",
     "preemption_policies": "28307a2b4af74888c992363959403305889ec433eee405e15e2d1389e779a057",
     "split_kv_decode": "8c599f70c3d90730c4dca58afdf4b4df31e56843051195b9bea401858edfedaa",
+    "block_sharing_cow": "6fd749d6c6157e2081e4661049675af4c33d26fa862701f96072b65e099fff03",
+    "fused_rope_positions": "fadeb73b6c7dd17e7cc8bd2fa69371e9e9f8153bd72ab327185b7ba27db1137b",
+    "latency_period_owner": "940505cd595def276481deaea2fbc80dbd14b13dd81e6cbe08ed0eefcadc0ac4",
+    "spec_acceptance_counters": "f594cc9512934ad6629c4f4ea628166f22f4de26ae0fafd393cef1a28e7c11ba",
 }
 
 STATEMENT = """Intro.
