@@ -52,6 +52,10 @@ OLD_STATEMENTS = {
     "fused_rope_positions": "fadeb73b6c7dd17e7cc8bd2fa69371e9e9f8153bd72ab327185b7ba27db1137b",
     "latency_period_owner": "940505cd595def276481deaea2fbc80dbd14b13dd81e6cbe08ed0eefcadc0ac4",
     "spec_acceptance_counters": "f594cc9512934ad6629c4f4ea628166f22f4de26ae0fafd393cef1a28e7c11ba",
+    "trtllm_admission": "835d54dc79012da0febbc09d368f7cfbaf77064d7266c1bba14f2dafe14b9928",
+    "fp8_blockscaled_gemm": "629dc6ca9ba6ea85ef11ab88046031dd74c4b0221297bdf5e6b46c2e11b5cc3d",
+    "hol_blocking_policy": "10158e8fe9100b065003c9ee7ad9f13078f86ad3f44361289b9b2bbc7c1fcc93",
+    "overload_rejection_rule": "ca24c1b468081bd28fbd68e6aa264c2c88f05deb4b7381495cf5b63422632357",
 }
 
 STATEMENT = """Intro.
