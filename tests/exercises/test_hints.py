@@ -56,6 +56,9 @@ OLD_STATEMENTS = {
     "fp8_blockscaled_gemm": "629dc6ca9ba6ea85ef11ab88046031dd74c4b0221297bdf5e6b46c2e11b5cc3d",
     "hol_blocking_policy": "10158e8fe9100b065003c9ee7ad9f13078f86ad3f44361289b9b2bbc7c1fcc93",
     "overload_rejection_rule": "ca24c1b468081bd28fbd68e6aa264c2c88f05deb4b7381495cf5b63422632357",
+    "block_pool_hash_chain": "d7ebf553d2ae3d438508c41d81a439cf13cd37996552535c2338c5b0df3b2653",
+    "chained_block_hash": "41ebb737456459cff0e39688e758b2dca9636eaa92a7cdd9aae81cc50cebe0aa",
+    "continuous_batching_scheduler": "fb2436eb87b31e6b47cccfb8c226d8d6d466b7991ec15b6fa295bb923ea8ba49",
 }
 
 STATEMENT = """Intro.
