@@ -59,6 +59,9 @@ OLD_STATEMENTS = {
     "block_pool_hash_chain": "d7ebf553d2ae3d438508c41d81a439cf13cd37996552535c2338c5b0df3b2653",
     "chained_block_hash": "41ebb737456459cff0e39688e758b2dca9636eaa92a7cdd9aae81cc50cebe0aa",
     "continuous_batching_scheduler": "fb2436eb87b31e6b47cccfb8c226d8d6d466b7991ec15b6fa295bb923ea8ba49",
+    "prefix_boundary_diagnosis": "48ccd96763dac48261d473ccbe8ec18d4ca1d8946fd99719a283fd42e28387b7",
+    "radix_prefix_trie": "599c66790dbe95956e86170085c33b52d070fbcd355f90e7546889008ad665d7",
+    "stop_strings_stream": "0c490c8e4964c35ddd60e554493194112023e7ed9e28d01aca533980766c7ee5",
 }
 
 STATEMENT = """Intro.
