@@ -1,7 +1,8 @@
 """Hint markers in statement.md (exercises/hints.py): the parser, and every exercise's statement.
 
-A converted statement's practice mode must be the statement as it was before its markers were
-added: OLD_STATEMENTS holds the sha256 of each one's text from before its conversion.
+Every statement marks at least one hint, and a converted statement's practice mode must be the
+statement as it was before its markers were added: OLD_STATEMENTS holds the sha256 of each one's
+text from before its conversion (all 49 at the time).
 """
 from __future__ import annotations
 
@@ -170,8 +171,9 @@ SPECS = registry.load_all()
 def test_every_statement_parses(slug: str) -> None:
     spec = SPECS[slug]
     parsed = hints.parse(spec.statement_template, tuple(p.id for p in spec.parts), slug)
+    # Every statement is converted: interview mode has something to hold back everywhere.
+    assert parsed.hints, f"{slug}: statement.md marks no hint (exercises/README.md, Hints)"
     if slug in OLD_STATEMENTS:
-        assert parsed.hints, f"{slug} is converted but has no hint"
         digest = hashlib.sha256(parsed.practice.encode()).hexdigest()
         assert digest == OLD_STATEMENTS[slug], f"{slug}: practice mode changed the statement"
     for variant in ("canonical", 1, 2, 3):
