@@ -30,12 +30,12 @@ run: install system sandbox
 
 # Three passes: everything else on both cores (pytest-xdist; `worksteal` evens out the slow
 # tail), then the tests with timing bounds on real processes (`timed`: they mostly wait on
-# outage clocks and workers, and each has its own Redis port and folder, so three run at once),
+# outage clocks and workers, and each has its own Redis port and folder, so four run at once),
 # then the ones that load every core on purpose (`alone`). Each pass prints its ten slowest.
 test: install system sandbox
 	$(PY) -m ruff check .
 	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 2 --dist worksteal -m "not timed and not alone"
-	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 3 -m timed
+	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 4 --dist worksteal -m timed
 	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -m alone
 
 # What `make test` leaves out for time: the Chromium walk through every part of every exercise
