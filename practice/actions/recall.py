@@ -17,7 +17,7 @@ from graders.base import GradeResult
 from graders.card import grade_card
 from practice import ratelimit, recall
 from practice.actions import NotAllowed
-from practice.models import PartState, RecallItem, Submission, User
+from practice.models import PartState, RecallItem, RecallLog, Submission, User
 
 # Only a final, own grade says anything about what the student remembers: pending (awaiting an
 # instructor), provisional (a preview), invalid and error verdicts are not recall outcomes.
@@ -150,4 +150,5 @@ def _review(item: RecallItem, rating: recall.Rating, now: datetime) -> RecallIte
     item.last_rating = int(rating)
     item.last_reviewed_at = now
     item.save()
+    RecallLog.objects.create(user_id=item.user_id, item=item, rating=int(rating), reviewed_at=now)
     return item

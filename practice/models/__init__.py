@@ -8,10 +8,10 @@ from .exercise import Assignment, Exercise
 from .hint import HintReveal
 from .mock import MockInterview
 from .progress import PartState
-from .recall import RecallItem
+from .recall import RecallItem, RecallLog
 from .submission import KeyPointContest, Submission
 from .user import User
 
 __all__ = ["Assignment", "Cohort", "Comment", "Exercise", "HintReveal", "Membership",
-           "MockInterview", "KeyPointContest", "PartState", "RecallItem", "RegradeEntry", "RegradeJob", "Review",
+           "MockInterview", "KeyPointContest", "PartState", "RecallItem", "RecallLog", "RegradeEntry", "RegradeJob", "Review",
            "RubricItem", "Submission", "User"]

@@ -32,6 +32,10 @@ class RecallItem(models.Model):
     due = models.DateTimeField()
     last_rating = models.PositiveSmallIntegerField(null=True, blank=True)  # fsrs.Rating value
     last_reviewed_at = models.DateTimeField(null=True, blank=True)
+    # An exercise part is reviewed in a variant of its own, drawn when a due review is opened
+    # (practice/actions/recall.open_review) and kept until answered: "" before the first review.
+    variant = models.CharField(max_length=20, blank=True)
+    variant_drawn_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -52,3 +56,19 @@ class RecallItem(models.Model):
     def __str__(self) -> str:
         what = f"{self.exercise_id}/{self.part_id}" if self.exercise_id else f"card {self.card_id}"
         return f"{self.user_id} {what} due {self.due:%Y-%m-%d %H:%M}"
+
+
+class RecallLog(models.Model):
+    """One review of a RecallItem: the rating it got and when. The item keeps only its latest
+    review; the log is the history (the activity chart and streak on "My progress")."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    item = models.ForeignKey(RecallItem, on_delete=models.CASCADE, related_name="log")
+    rating = models.PositiveSmallIntegerField()  # fsrs.Rating value
+    reviewed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "reviewed_at"], name="recall_log_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} item {self.item_id} rated {self.rating} at {self.reviewed_at}"
