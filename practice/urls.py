@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from practice.views import auth, cohorts, mock, ops, pages, parts, recall, review, stats
+from practice.views import auth, cohorts, mock, ops, pages, parts, progress, recall, review, stats
 
 urlpatterns = [
     path("", pages.catalog, name="catalog"),
@@ -26,6 +26,7 @@ urlpatterns = [
     path("deck/answer/", recall.deck_answer, name="deck_answer"),
     path("today/", recall.today, name="today"),
     path("today/<int:pk>/answer/", recall.today_answer, name="today_answer"),
+    path("progress/", progress.my_progress, name="my_progress"),
     path("practice/random/", mock.random_question, name="random_question"),
     path("mock/start/", mock.mock_start, name="mock_start"),
     path("mock/<int:pk>/", mock.mock_detail, name="mock_detail"),

@@ -1,10 +1,12 @@
-/* Roofline charts: evidence plots on the exercise page, progress by topic on the history page.
+/* Roofline charts: evidence plots on the exercise page, progress by topic on the history page,
+ * daily activity on "My progress".
  * Plain ES2020, no build step. Load with `defer` after chart.umd.min.js (the pages that chart load both).
  *
  * Markup it looks for (both idempotent: a drawn element gets data-drawn="ok" or "error"):
  *   <div data-evidence-plot="NAME" data-src="/ex/SLUG/evidence/NAME/" data-kind="series|trace"
  *        data-title="…"></div>      -> fetches the JSON (same origin) and draws it inside the div
  *   <canvas data-progress-chart="ID">  -> draws the rows of the json_script element #ID
+ *   <canvas data-activity-chart="ID">  -> draws the days of the json_script element #ID
  *
  * Reusable entry points on window.RooflineCharts (e.g. a later roofline plot is a series spec
  * with xType/yType "logarithmic"):
@@ -18,6 +20,8 @@
  *   drawProgress(canvas, rows)        -> Chart     rows = [{topic, parts, solved, tried}]
  *   drawHistogram(canvas, data)       -> Chart     data = {labels, counts, tried, title}
  *                                      (<canvas data-histogram-chart="ID">, instructors' statistics)
+ *   drawActivity(canvas, data)        -> Chart     data = [{day, answers, reviews}], oldest first
+ *                                      (<canvas data-activity-chart="ID">, "My progress")
  *
  * Text and grid colours are left to Chart.defaults, which static/theme.js sets from the theme
  * (and re-applies on a theme switch); only dataset colours are chosen here.
@@ -576,6 +580,54 @@
     });
   }
 
+  // --- my progress: exercise answers and recall reviews per day, stacked ------------------
+
+  function drawActivity(canvas, data) {
+    const days = data || [];
+    const answers = days.map((d) => d.answers);
+    const reviews = days.map((d) => d.reviews);
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    const busy = days.filter((d) => d.answers + d.reviews > 0);
+    // The text reading of the chart: totals, then each active day (empty days add nothing).
+    canvas.setAttribute("aria-label", `Activity over the last ${days.length} days: `
+      + `${sum(answers)} exercise answers and ${sum(reviews)} recall reviews`
+      + (busy.length ? "; " + busy.map((d) => `${d.day}: ${d.answers} answers, ${d.reviews} reviews`)
+        .join("; ") : "; no activity"));
+    const box = canvas.parentElement; // responsive Chart.js sizes the canvas to this box
+    box.style.position = "relative";
+    box.style.height = "220px";
+    // Axis labels as "Mar 2": the ISO date stays in the tooltip title.
+    const short = (iso) => new Date(`${iso}T00:00:00Z`).toLocaleDateString("en",
+      { month: "short", day: "numeric", timeZone: "UTC" });
+    const bar = (label, values, i) => ({ label, data: values, backgroundColor: colour(i, 0.8),
+      borderColor: colour(i), borderWidth: 0, barPercentage: 0.9, categoryPercentage: 1 });
+    return new Chart(canvas, {
+      type: "bar",
+      data: {
+        labels: days.map((d) => short(d.day)),
+        datasets: [bar("exercise answers", answers, 0), bar("recall reviews", reviews, 1)],
+      },
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        scales: {
+          x: { stacked: true, ticks: { maxRotation: 0, autoSkip: true } },
+          y: { stacked: true, beginAtZero: true, ticks: { precision: 0 },
+            title: { display: true, text: "per day" } },
+        },
+        plugins: {
+          legend: { labels: { boxWidth: 12 } },
+          tooltip: {
+            callbacks: {
+              title: (items) => (items.length ? days[items[0].dataIndex].day : ""),
+            },
+          },
+        },
+      },
+    });
+  }
+
   // --- mounting ----------------------------------------------------------------------------
 
   function select(root, selector) {
@@ -652,10 +704,23 @@
         console.warn("histogram chart:", err);
       }
     }
+    for (const canvas of select(scope, "canvas[data-activity-chart]")) {
+      if (Chart.getChart(canvas)) continue;
+      const source = document.getElementById(canvas.getAttribute("data-activity-chart"));
+      if (!source) continue;
+      try {
+        const data = JSON.parse(source.textContent);
+        canvas.closest("[hidden]")?.removeAttribute("hidden"); // shown once there is a chart
+        drawActivity(canvas, data);
+        canvas.setAttribute("data-drawn", "ok");
+      } catch (err) {
+        console.warn("activity chart:", err);
+      }
+    }
   }
 
   window.RooflineCharts = { MAX_POINTS, decimate, drawSeries, drawDistribution, drawTrace,
-    drawProgress, drawRoofline, drawHistogram, initAll };
+    drawProgress, drawRoofline, drawHistogram, drawActivity, initAll };
 
   if (typeof htmx !== "undefined") htmx.onLoad(initAll);
   if (document.readyState === "loading") {
