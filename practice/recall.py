@@ -6,7 +6,7 @@ and the same inputs always give the same due time.
 """
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fsrs import Card, Rating, Scheduler
@@ -15,7 +15,11 @@ __all__ = ["SCHEDULER", "Rating", "due_of", "rating_for", "review", "start"]
 
 # Fuzzing off: fsrs otherwise adds random jitter to review intervals (to spread a day's load),
 # which would make a due time depend on a random draw instead of on the answers.
-SCHEDULER = Scheduler(enable_fuzzing=False)
+# One learning step of 10 minutes, not fsrs's default two (1 and 10 minutes): a missed item comes
+# back once within the sitting, and a right answer then graduates it to days. Reworking an
+# exercise part takes minutes, so a 1-minute step would bring it back before the last answer's
+# feedback was read, and a second step would ask for it again minutes after a right answer.
+SCHEDULER = Scheduler(enable_fuzzing=False, learning_steps=(timedelta(minutes=10),))
 
 
 def rating_for(*, full_marks: bool, helped: bool) -> Rating:

@@ -26,6 +26,11 @@ urlpatterns = [
     path("deck/answer/", recall.deck_answer, name="deck_answer"),
     path("today/", recall.today, name="today"),
     path("today/<int:pk>/answer/", recall.today_answer, name="today_answer"),
+    # A part due for recall is reviewed in a variant drawn for the review.
+    path("today/<int:pk>/review/", recall.review_page, name="review_part"),
+    path("today/<int:pk>/review/submit/", recall.review_submit, name="review_submit"),
+    path("today/<int:pk>/review/evidence/<str:name>/", recall.review_evidence,
+         name="review_evidence"),
     path("progress/", progress.my_progress, name="my_progress"),
     path("practice/random/", mock.random_question, name="random_question"),
     path("mock/start/", mock.mock_start, name="mock_start"),

@@ -71,9 +71,18 @@ def sync_exercises() -> SyncReport:
     return SyncReport(created, updated, deactivated, len(renames))
 
 
+def draw_variant(avoid: set[str] | frozenset[str] = frozenset()) -> str:
+    """A fresh variant: a seed the registry turns into parameters, none of `avoid`."""
+    draw = random.SystemRandom()
+    while True:
+        variant = str(draw.randrange(1, 1_000_000))
+        if variant not in avoid:
+            return variant
+
+
 def assignment_for(user: User, exercise: Exercise) -> Assignment:
     """The student's variant of an exercise, drawn at first visit and kept."""
-    variant = str(random.SystemRandom().randrange(1, 1_000_000))
+    variant = draw_variant()
     assignment, _ = Assignment.objects.get_or_create(
         user=user, exercise=exercise, defaults={"variant": variant})
     return assignment

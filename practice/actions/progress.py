@@ -32,7 +32,7 @@ def count_attempt(sub: Submission, result: GradeResult) -> None:
     state.save(update_fields=["attempts", "best_score", "solved_at"])
     # Both ways a grade is recorded (inline in submissions.py, by a worker in grading.py) pass
     # here once per counted answer, and a re-grade does not: the one place recall hears of it.
-    note_graded_part(sub)
+    note_graded_part(sub, state.revealed_at)
 
 
 def credited(sub: Submission, score: float) -> float:

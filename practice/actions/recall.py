@@ -17,7 +17,8 @@ from graders.base import GradeResult
 from graders.card import grade_card
 from practice import ratelimit, recall
 from practice.actions import NotAllowed
-from practice.models import PartState, RecallItem, RecallLog, Submission, User
+from practice.actions.exercises import draw_variant
+from practice.models import Assignment, RecallItem, RecallLog, Submission, User
 
 # Only a final, own grade says anything about what the student remembers: pending (awaiting an
 # instructor), provisional (a preview), invalid and error verdicts are not recall outcomes.
@@ -29,24 +30,27 @@ def _full_marks(score: float | None, verdict: str) -> bool:
     return verdict == Submission.Verdict.CORRECT and (score or 0.0) >= 1.0
 
 
-def _reason(sub: Submission) -> RecallItem.Reason | None:
-    """Why this graded answer should come back, or None when it should not."""
+def _reason(sub: Submission, revealed_at: datetime | None) -> RecallItem.Reason | None:
+    """Why this graded answer should come back, or None when it should not. `revealed_at`:
+    when the part's worked solution was shown (PartState.revealed_at), if it was."""
     if sub.result.get("mistake"):
         return RecallItem.Reason.MISTAKE
     if not _full_marks(sub.score, sub.verdict):
         return RecallItem.Reason.WRONG
-    # Right, but was the worked solution shown first (reveal_solution, in submissions.py)?
-    revealed_at = (PartState.objects.filter(user=sub.user, exercise=sub.exercise,
-                                            part_id=sub.part_id)
-                   .values_list("revealed_at", flat=True).first())
     if revealed_at is not None and revealed_at <= (sub.finished_at or timezone.now()):
         return RecallItem.Reason.AFTER_SOLUTION
     return None  # right on one's own: nothing to bring back
 
 
-def note_graded_part(sub: Submission) -> RecallItem | None:
-    """Add or reschedule the user's item for this part after a graded answer that was wrong,
-    matched a listed mistake, or was right only after the solution was shown.
+def note_graded_part(sub: Submission, revealed_at: datetime | None = None) -> RecallItem | None:
+    """Add or reschedule the user's item for this part after a graded answer.
+
+    On the exercise page, an answer that was wrong, matched a listed mistake, or was right only
+    after the solution was shown (`revealed_at`, from the part's PartState) adds the item or
+    reschedules it; a right answer of one's own leaves an existing item alone (an answer given
+    right after a wrong one's feedback says little about memory). A review answer (sub.recall_item,
+    in the item's own variant) reschedules the item whatever its outcome, but only the first
+    graded answer in that variant counts.
 
     Called once per counted answer, where the grade is recorded (progress.count_attempt); a
     re-grade (grading.regrade_one) does not call it, so re-grading never resets a schedule.
@@ -54,11 +58,15 @@ def note_graded_part(sub: Submission) -> RecallItem | None:
     """
     if sub.mode != Submission.Mode.SUBMIT or sub.verdict not in _OUTCOMES:
         return None
-    reason = _reason(sub)
+    now = sub.finished_at or timezone.now()
+    full_marks = _full_marks(sub.score, sub.verdict)
+    if sub.recall_item_id is not None:
+        return _note_review_answer(sub, recall.rating_for(full_marks=full_marks, helped=False),
+                                   now)
+    reason = _reason(sub, revealed_at)
     if reason is None:
         return None
-    now = sub.finished_at or timezone.now()
-    rating = recall.rating_for(full_marks=_full_marks(sub.score, sub.verdict),
+    rating = recall.rating_for(full_marks=full_marks,
                                helped=reason == RecallItem.Reason.AFTER_SOLUTION)
     with transaction.atomic():
         item = (RecallItem.objects.select_for_update()
@@ -69,6 +77,43 @@ def note_graded_part(sub: Submission) -> RecallItem | None:
             item = RecallItem(user=sub.user, exercise=sub.exercise, part_id=sub.part_id,
                               reason=reason, fsrs_card=state, due=recall.due_of(state))
         return _review(item, rating, now)
+
+
+def _note_review_answer(sub: Submission, rating: recall.Rating, now: datetime
+                        ) -> RecallItem | None:
+    with transaction.atomic():
+        item = (RecallItem.objects.select_for_update()
+                .filter(pk=sub.recall_item_id, user=sub.user).first())
+        if item is None or item.variant != sub.variant or item.variant_answered_at is not None:
+            return None  # a second answer in an answered variant, or an older review's
+        item.variant_answered_at = now
+        return _review(item, rating, now)
+
+
+def open_review(user: User, item_id: int, now: datetime) -> RecallItem:
+    """The user's review of a part, in a variant of its own.
+
+    A variant is drawn when a due item is opened and its previous variant was answered (or it
+    has none yet), never the student's own variant nor the last review's: the review asks for
+    the method again, not the numbers remembered. Until answered, opening it again shows the
+    same variant; once answered and not yet due, the answered review.
+    """
+    with transaction.atomic():
+        item = (RecallItem.objects.select_for_update().select_related("exercise")
+                .filter(user=user, pk=item_id).exclude(exercise=None).first())
+        if item is None:
+            raise NotAllowed("no such review")
+        if not item.exercise.active:
+            raise NotAllowed("this exercise has been retired")
+        if item.variant and (item.variant_answered_at is None or item.due > now):
+            return item
+        own = (Assignment.objects.filter(user=user, exercise=item.exercise)
+               .values_list("variant", flat=True).first())
+        item.variant = draw_variant({v for v in (own, item.variant) if v})
+        item.variant_drawn_at = now
+        item.variant_answered_at = None
+        item.save(update_fields=["variant", "variant_drawn_at", "variant_answered_at"])
+        return item
 
 
 def note_card_seen(user: User, card_id: str, now: datetime) -> RecallItem:

@@ -12,14 +12,19 @@ from practice import grading, interview, ratelimit, routing
 from practice.actions import NotAllowed, publish
 from practice.actions.exercises import assignment_for
 from practice.actions.progress import count_attempt
-from practice.models import Exercise, KeyPointContest, PartState, Submission, User
+from practice.models import Exercise, KeyPointContest, PartState, RecallItem, Submission, User
 from practice.variants import variant_params
 
 
 def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
-                  mode: str = Submission.Mode.SUBMIT) -> Submission:
+                  mode: str = Submission.Mode.SUBMIT,
+                  review: RecallItem | None = None) -> Submission:
     """Record an answer. Inline parts are graded now (grading.grade_inline); the rest are queued
     for a worker, which runs grading.grade_submission on the row.
+
+    `review`: the answer is a review of this part due for recall, asked in the item's own
+    variant (practice/actions/recall.open_review drew it) rather than the student's; its grade
+    reschedules the item (recall.note_graded_part).
 
     Raises InvalidAnswer (nothing saved, no attempt used) when the answer cannot be read.
     """
@@ -30,7 +35,13 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
         raise NotAllowed(str(exc)) from exc
     if mode == Submission.Mode.RUN and part.type != "code":
         raise NotAllowed("only code parts can be run against the examples")
-    variant = assignment_for(user, exercise).variant
+    if review is not None:
+        if (review.user_id != user.pk or review.exercise_id != exercise.pk
+                or review.part_id != part_id or not review.variant):
+            raise NotAllowed("this review is not open for that part")
+        variant = review.variant
+    else:
+        variant = assignment_for(user, exercise).variant
     answer = answer.replace("\r\n", "\n")
     params = variant_params(spec, variant)
 
@@ -40,7 +51,8 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
             _hold_slot(user, queued=False)
             sub = Submission.objects.create(
                 user=user, exercise=exercise, part_id=part_id, part_type=part.type,
-                variant=variant, mode=mode, answer=answer, status=Submission.Status.GRADED,
+                variant=variant, recall_item=review, mode=mode, answer=answer,
+                status=Submission.Status.GRADED,
                 score=result.score, verdict=result.verdict, result=result.as_json(),
                 started_at=timezone.now(), finished_at=timezone.now())
             count_attempt(sub, result)
@@ -51,7 +63,7 @@ def submit_answer(user: User, exercise: Exercise, part_id: str, answer: str,
         _hold_slot(user, queued=True)
         sub = Submission.objects.create(
             user=user, exercise=exercise, part_id=part_id, part_type=part.type, variant=variant,
-            mode=mode, answer=answer)
+            recall_item=review, mode=mode, answer=answer)
         transaction.on_commit(lambda: publish.enqueue(sub.pk, routing.queue_for(part.type)))
     return sub
 

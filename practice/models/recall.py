@@ -36,6 +36,9 @@ class RecallItem(models.Model):
     # (practice/actions/recall.open_review) and kept until answered: "" before the first review.
     variant = models.CharField(max_length=20, blank=True)
     variant_drawn_at = models.DateTimeField(null=True, blank=True)
+    # When the first graded answer in `variant` rescheduled the item: later answers in the same
+    # variant (after seeing its feedback) are practice, not recall, and change nothing.
+    variant_answered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from exercises import registry
+from exercises.spec import ExerciseSpec
 from practice import catalog_filters, interview
 from practice.actions.exercises import assignment_for
 from practice.actions.people import sign_up
@@ -86,8 +87,12 @@ def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
 def evidence_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
     """One evidence file of the student's own variant, as a JSON download."""
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
-    spec = registry.get(slug)
     variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    return evidence_response(registry.get(slug), variant, name)
+
+
+def evidence_response(spec: ExerciseSpec, variant: str, name: str) -> HttpResponse:
+    """One evidence file of `variant` as a JSON download; 404 for a name it does not have."""
     found = registry.evidence(spec, variant_params(spec, variant))
     if name not in found:
         raise Http404("no such evidence")

@@ -25,7 +25,7 @@ from practice.actions.exercises import assignment_for
 from practice.actions.hints import reveal_hint
 from practice.actions.submissions import contest_key_point, reveal_solution, submit_answer
 from practice.markdown import render_markdown
-from practice.models import Exercise, HintReveal, PartState, Submission, User
+from practice.models import Exercise, HintReveal, PartState, RecallItem, Submission, User
 from practice.templatetags import review_notes
 from practice.variants import variant_params
 
@@ -51,18 +51,20 @@ def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str
 
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
               solution_html: str, hidden: bool, error: str = "", draft: str = "",
-              found: tuple[PartState | None, Submission | None] | None = None
-              ) -> dict[str, Any]:
+              found: tuple[PartState | None, Submission | None] | None = None,
+              variant: str = "", interview_mode: bool = False) -> dict[str, Any]:
     """One part's context. `hidden`: a running mock interview hides worked solutions even for
     solved parts; callers ask `interview.solutions_hidden_for` once per page or redraw. `found`: the
-    part's state and latest submission when the caller fetched them for the whole page."""
+    part's state and latest submission when the caller fetched them for the whole page; else the
+    latest is read here, among the answers in `variant` (the page's)."""
     if found is None:
         # The latest submission before the state: a worker may finish between the two reads,
         # and a finished submission drawn beside the state from before its verdict would show
         # "correct" without the solution, with nothing left polling to redraw it. Read in this
         # order, a finished submission's effect on the state (saved in the same transaction)
         # is always seen.
-        latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id)
+        latest = (Submission.objects.filter(user=user, exercise=exercise, part_id=part.id,
+                                            variant=variant, recall_item=None)
                   .order_by("-queued_at", "-id").first())
         state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
     else:
@@ -79,7 +81,46 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "key_points": part.key_points if latest and part.type == "text" and not hidden else (),
         "mock_hidden": hidden,
         "kernel_on_gpu": routing.kernels_on_gpu(),
+        "submit_url": reverse("submit_part", args=[exercise.slug, part.id]),
+        "reveal_url": reverse("reveal_part", args=[exercise.slug, part.id]),
+        # Without JavaScript the form posts and the page comes back: in the mode it was in.
+        "page_mode": "interview" if interview_mode else "",
+        "review": None,
     }
+
+
+def review_part_context(user: User, item: RecallItem, error: str = "", draft: str = ""
+                        ) -> dict[str, Any]:
+    """A review of one part due for recall (practice/actions/recall.open_review), asked in the
+    item's own variant: the whole statement of that variant, the one part, its answers in that
+    variant, and its worked solution once the review is answered (unless a running mock
+    interview hides solutions)."""
+    exercise = item.exercise
+    assert exercise is not None  # open_review only opens an exercise part's item
+    spec = registry.get(exercise.slug)
+    part = spec.part(item.part_id)
+    statement, preamble, sections = _sections(spec, item.variant)
+    latest = (Submission.objects.filter(user=user, recall_item=item, variant=item.variant)
+              .order_by("-queued_at", "-id").first())
+    state = PartState.objects.filter(user=user, exercise=exercise, part_id=part.id).first()
+    hidden = interview.solutions_hidden_for(user, exercise)
+    html = sections.get(part.id, "")
+    if spec.parts[0].id == part.id:
+        html = preamble + html
+    p = _one_part(user, exercise, spec, part, "", hidden, error, draft, found=(state, latest))
+    answered = item.variant_answered_at is not None
+    p.update({
+        "solution_html": html if answered and not hidden else "",
+        "submit_url": reverse("review_submit", args=[item.pk]),
+        "reveal_url": "",  # a review has no giving up: its solution shows once it is answered
+        "review": item,
+    })
+    evidence = registry.evidence(spec, variant_params(spec, item.variant))
+    return {"exercise": exercise, "item": item, "variant": item.variant,
+            "statement_html": statement, "p": p,
+            "evidence": [(name, ev, reverse("review_evidence", args=[item.pk, name]))
+                         for name, ev in sorted(evidence.items())],
+            "charts": bool(evidence) or part.type == "kernel"}
 
 
 def hint_context(user: User, exercise: Exercise, spec: ExerciseSpec, hint: hints.Hint,
@@ -107,7 +148,9 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
     hidden = interview.solutions_hidden_for(user, exercise)
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
-    mine = Submission.objects.filter(user=user, exercise=exercise)
+    # The page is the student's own variant: a review's answers (another variant) are not its.
+    mine = Submission.objects.filter(user=user, exercise=exercise, variant=variant,
+                                     recall_item=None)
     newest = mine.filter(part_id=OuterRef("part_id")).order_by("-queued_at", "-id").values("pk")
     latest = {sub.part_id: sub for sub in mine.filter(pk=Subquery(newest[:1]))}
     states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
@@ -117,18 +160,21 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
         if i == 0:
             html = preamble + html
         parts.append(_one_part(user, exercise, spec, part, html, hidden,
-                               found=(states.get(part.id), latest.get(part.id))))
+                               found=(states.get(part.id), latest.get(part.id)),
+                               interview_mode=interview_mode))
     review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
     evidence = registry.evidence(spec, variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
-            "interview_mode": interview_mode, "hints": hint_list, "parts": parts, "evidence": sorted(evidence.items()),
+            "interview_mode": interview_mode, "hints": hint_list, "parts": parts,
+            "evidence": [(name, ev, reverse("evidence", args=[exercise.slug, name]))
+                         for name, ev in sorted(evidence.items())],
             # Kernel results timed on a GPU are drawn on a roofline (static/charts.js).
             "charts": bool(evidence) or any(p.type == "kernel" for p in spec.parts),
             "mock": interview.banner_for(user, exercise)}
 
 
 def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",
-                 draft: str = "") -> HttpResponse:
+                 draft: str = "", interview_mode: bool = False) -> HttpResponse:
     spec = registry.get(exercise.slug)
     try:
         part = spec.part(part_id)
@@ -141,7 +187,7 @@ def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: 
         html = preamble + html
     hidden = interview.solutions_hidden_for(request.user, exercise)  # type: ignore[arg-type]
     ctx = _one_part(request.user, exercise, spec, part, html, hidden,  # type: ignore[arg-type]
-                    error, draft)
+                    error, draft, variant=variant, interview_mode=interview_mode)
     return render(request, "practice/partials/part.html", {"p": ctx})
 
 
@@ -162,18 +208,27 @@ def submit_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
         error = str(exc)
     except NotAllowed as exc:
         error = str(exc)
+    interview_mode = request.POST.get("page_mode") == "interview"
     if not request.htmx:  # type: ignore[attr-defined]
         # Without JavaScript the refusal (a bad answer, the rate limit) travels as a message.
         if error:
             messages.error(request, f"Not submitted: {error}")
-        return redirect("exercise", slug=slug)
-    return _render_part(request, exercise, part_id, error=error, draft=answer if error else "")
+        return _back_to_page(slug, part_id, interview_mode)
+    return _render_part(request, exercise, part_id, error=error, draft=answer if error else "",
+                        interview_mode=interview_mode)
+
+
+def _back_to_page(slug: str, part_id: str, interview_mode: bool) -> HttpResponse:
+    """The exercise page after a plain form post, in the mode it was in, at the part."""
+    query = "?mode=interview" if interview_mode else ""
+    return redirect(reverse("exercise", args=[slug]) + query + f"#part-{part_id}")
 
 
 @login_required
 @require_POST
 def reveal_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
     exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    interview_mode = request.POST.get("page_mode") == "interview"
     try:
         reveal_solution(request.user, exercise, part_id)  # type: ignore[arg-type]
     except KeyError:
@@ -183,11 +238,11 @@ def reveal_part(request: HttpRequest, slug: str, part_id: str) -> HttpResponse:
         # must not show a solution mid-interview. The redrawn part (htmx) or a message says why.
         if not request.htmx:  # type: ignore[attr-defined]
             messages.error(request, f"Not now: {exc}.")
-            return redirect("exercise", slug=slug)
-        return _render_part(request, exercise, part_id)
+            return _back_to_page(slug, part_id, interview_mode)
+        return _render_part(request, exercise, part_id, interview_mode=interview_mode)
     if not request.htmx:  # type: ignore[attr-defined]
-        return redirect("exercise", slug=slug)
-    return _render_part(request, exercise, part_id)
+        return _back_to_page(slug, part_id, interview_mode)
+    return _render_part(request, exercise, part_id, interview_mode=interview_mode)
 
 
 @login_required
@@ -214,12 +269,16 @@ def preview_formula(request: HttpRequest, slug: str, part_id: str) -> HttpRespon
 @login_required
 def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
     # Only the owner can see a submission: anyone else gets a 404, not a 403 that confirms it.
-    sub = get_object_or_404(Submission.objects.select_related("exercise"), pk=pk,
+    sub = get_object_or_404(Submission.objects.select_related("exercise", "recall_item"), pk=pk,
                             user=request.user)
     if sub.finished and request.htmx:  # type: ignore[attr-defined]
         # The verdict may have solved the part: redraw the whole part (score, solution) in
         # place of the polling fragment. The redrawn status has no hx-get, so polling stops.
-        response = _render_part(request, sub.exercise, sub.part_id)
+        if sub.recall_item is not None:  # a review's answer redraws the review's part
+            ctx = review_part_context(request.user, sub.recall_item)  # type: ignore[arg-type]
+            response = render(request, "practice/partials/part.html", {"p": ctx["p"]})
+        else:
+            response = _render_part(request, sub.exercise, sub.part_id)
         response["HX-Retarget"] = f"#part-{sub.part_id}"
         response["HX-Reswap"] = "outerHTML"
         return response

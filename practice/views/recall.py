@@ -12,14 +12,15 @@ from itertools import groupby
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from exercises import deck
+from exercises import deck, registry
 from exercises.deck import Card
 from graders.base import InvalidAnswer
 from practice.actions import NotAllowed
@@ -30,8 +31,12 @@ from practice.actions.recall import (
     due_items,
     get_item,
     next_due,
+    open_review,
 )
+from practice.actions.submissions import submit_answer
 from practice.models import RecallItem, User
+from practice.views.pages import evidence_response
+from practice.views.parts import review_part_context
 
 
 def _card(card: Card, post_url: str, answered: CardAnswer | None = None, error: str = "",
@@ -84,8 +89,8 @@ def deck_answer(request: HttpRequest) -> HttpResponse:
 
 
 def _due_rows(user: User, now: datetime) -> list[dict[str, Any]]:
-    """Today's rows in due order: a card (answered here) or an exercise part (answered on its
-    exercise page, in the student's own variant; a fresh variant for a review is a later step)."""
+    """Today's rows in due order: a card (answered here) or an exercise part (reviewed on its
+    own page, review_page, in a variant drawn for the review)."""
     cards = deck.by_id()
     rows: list[dict[str, Any]] = []
     for item in due_items(user, now):
@@ -125,3 +130,66 @@ def today_answer(request: HttpRequest, pk: int) -> HttpResponse:
     if not request.htmx:  # type: ignore[attr-defined]
         return today(request, answered=ctx)
     return render(request, "practice/partials/card.html", {"c": ctx})
+
+
+def _open(request: HttpRequest, pk: int) -> RecallItem:
+    try:
+        return open_review(request.user, pk, timezone.now())  # type: ignore[arg-type]
+    except NotAllowed as exc:
+        raise Http404(str(exc)) from None
+
+
+@login_required
+def review_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """Review one part due for recall, in a variant drawn for it (open_review): the whole
+    statement of that variant and the one part, answered like on the exercise page."""
+    ctx = review_part_context(request.user, _open(request, pk))  # type: ignore[arg-type]
+    return render(request, "practice/review_part.html", ctx)
+
+
+def _drawn(request: HttpRequest, pk: int) -> RecallItem:
+    """The user's review item as it stands, its variant drawn: posting an answer or fetching
+    evidence never draws a new one (only opening the review page does)."""
+    try:
+        item = get_item(request.user, pk)  # type: ignore[arg-type]
+    except NotAllowed:
+        raise Http404("no such review") from None
+    if item.exercise is None or not item.variant:
+        raise Http404("no such review")
+    return item
+
+
+@login_required
+@require_POST
+def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submit (or Run) a review's answer: graded like any answer (rate limit included); its
+    first graded answer reschedules the item (practice/actions/recall.note_graded_part)."""
+    item = _drawn(request, pk)
+    assert item.exercise is not None
+    answer = request.POST.get("answer") or ", ".join(request.POST.getlist("pick"))
+    mode = "run" if request.POST.get("mode") == "run" else "submit"
+    error = ""
+    try:
+        if request.POST.get("variant") != item.variant:
+            # Drawn anew in another tab since this form was shown: its numbers are not these.
+            raise NotAllowed("this review has moved on to a new variant; reload the page")
+        submit_answer(request.user, item.exercise, item.part_id, answer, mode,  # type: ignore[arg-type]
+                      review=item)
+    except (InvalidAnswer, NotAllowed) as exc:
+        error = str(exc)
+    if not request.htmx:  # type: ignore[attr-defined]
+        if error:
+            messages.error(request, f"Not submitted: {error}")
+        return redirect(reverse("review_part", args=[pk]) + f"#part-{item.part_id}")
+    item.refresh_from_db()
+    ctx = review_part_context(request.user, item, error=error,  # type: ignore[arg-type]
+                              draft=answer if error else "")
+    return render(request, "practice/partials/part.html", {"p": ctx["p"]})
+
+
+@login_required
+def review_evidence(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """One evidence file of the review's variant."""
+    item = _drawn(request, pk)
+    assert item.exercise is not None
+    return evidence_response(registry.get(item.exercise.slug), item.variant, name)

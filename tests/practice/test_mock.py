@@ -221,7 +221,7 @@ def test_reveal_is_refused_during_the_mock_with_a_clear_message(
     assert "worked solutions stay hidden" in body
     r = client.post(f"/ex/{slug}/{part}/reveal/", follow=True)
     body = r.content.decode()
-    assert r.redirect_chain == [(f"/ex/{slug}/", 302)]
+    assert r.redirect_chain == [(f"/ex/{slug}/#part-{part}", 302)]
     assert "Not now: worked solutions stay hidden until your mock interview ends." in body
     assert SOLUTION not in body
     assert PartState.objects.get(user=alice, exercise__slug=slug, part_id=part).revealed_at is None

@@ -23,6 +23,7 @@ from django.test import Client
 from django.urls import reverse
 
 from practice.actions.cohorts import create_cohort, join_cohort
+from practice.actions.exercises import assignment_for
 from practice.actions.regrade import start_regrade
 from practice.actions.reviews import add_comment, override_score, save_rubric_item
 from practice.models import (
@@ -92,7 +93,8 @@ def submit(user: User, part_id: str, answer: str, score: float, verdict: str) ->
     ex = Exercise.objects.get(slug=SLUG)
     part = next(p for p in ex.parts if p["id"] == part_id)
     return Submission.objects.create(user=user, exercise=ex, part_id=part_id,
-                                     part_type=part["type"], variant="canonical",
+                                     part_type=part["type"],
+                                     variant=assignment_for(user, ex).variant,
                                      answer=answer, status="graded", score=score,
                                      verdict=verdict)
 

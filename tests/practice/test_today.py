@@ -132,7 +132,7 @@ def test_today_lists_only_the_users_own_due_items_in_order(client: Client, ann: 
     _card_item(ann, OTHER, T0 + timedelta(hours=1))  # not due yet
     _card_item(bob, deck.cards()[2], T0 - timedelta(hours=3))  # someone else's
     html = client.get("/today/").content.decode()
-    part_at = html.index(f"/ex/kv_page_ledger/#part-{part.part_id}")
+    part_at = html.index(f"/today/{part.pk}/review/#part-{part.part_id}")
     card_at = html.index(f"/today/{card.pk}/answer/")
     assert part_at < card_at  # most overdue first
     assert escape(OTHER.question) not in html

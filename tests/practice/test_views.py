@@ -77,7 +77,7 @@ def test_without_javascript_a_refused_answer_says_why_after_the_redirect(client:
     spec = registry.get("kv_transfer_disagg")
     part = next(p for p in spec.parts if p.type == "number")
     r = client.post(f"/ex/{spec.slug}/{part.id}/submit/", {"answer": "lots"}, follow=True)
-    assert r.redirect_chain[-1][0] == f"/ex/{spec.slug}/"
+    assert r.redirect_chain[-1][0] == f"/ex/{spec.slug}/#part-{part.id}"
     assert "Not submitted:" in r.content.decode()
     assert not Submission.objects.exists()
 
