@@ -118,7 +118,38 @@ def parse(text: str, part_ids: tuple[str, ...] | None = None,
     ids = [h.id for h in hints]
     if len(set(ids)) != len(ids):
         raise HintError(f"{where}: two hints share an id")
-    return Parsed("".join(practice), _EMPTY_TABLE.sub("", "".join(interview)), tuple(hints))
+    return Parsed("".join(practice),
+                  _drop_empty_sections(_EMPTY_TABLE.sub("", "".join(interview))), tuple(hints))
+
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+
+
+def _drop_empty_sections(text: str) -> str:
+    """Drop each heading whose section became empty in interview mode (every line of it was a
+    hint): nothing but blank lines before the next heading of the same or a higher level, or the
+    end. A `#` line inside a fenced code block is code, not a heading."""
+    lines = text.splitlines(keepends=True)
+    level: list[int] = []  # per line: its heading level, 0 for any other line
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        found = None if fenced else _HEADING.match(line)
+        level.append(len(found[1]) if found else 0)
+    keep = [True] * len(lines)
+    for i in reversed(range(len(lines))):
+        if not level[i]:
+            continue
+        j = i + 1
+        while j < len(lines) and not level[j] and (not lines[j].strip() or not keep[j]):
+            j += 1
+        if j == len(lines) or (level[j] and level[j] <= level[i]):
+            # Empty: the heading goes, and with it the blank lines up to what follows.
+            for k in range(i, j):
+                keep[k] = False
+    return "".join(line for line, kept in zip(lines, keep, strict=True) if kept)
 
 
 def _hint(fields: dict[str, str], body: list[str], index: int, line_no: int,

@@ -16,7 +16,7 @@ from practice.actions.submissions import reveal_solution, submit_answer
 from practice.models import Exercise, User
 
 from .conftest import THEMES, PageWatch, axe_violations, describe_violations, set_look, settle
-from .test_screenshots import CODE_SLUG, SOLVED_SLUG, solve_and_miss
+from .test_screenshots import CODE_SLUG, SOLVED_SLUG, loop_pages, solve_and_miss
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -80,7 +80,7 @@ def test_student_pages_have_no_axe_violations(page: Any, live_server: Any, stude
     answer_choices_and_reveal(student, CHOICE_SLUG)
     failures: dict[str, str] = {}
     for path in ("/", f"/ex/{CODE_SLUG}/", f"/ex/{CHOICE_SLUG}/", f"/ex/{SOLVED_SLUG}/",
-                 "/history/"):
+                 "/history/", *loop_pages(student).values()):
         check(page, live_server.url + path, failures)
     page.context.clear_cookies()
     for path in ("/signup/", "/login/"):

@@ -3,15 +3,19 @@
 phone, the dark-mode toggle sticks, the editor and the math follow the theme)."""
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from exercises import registry
+from exercises import deck, registry
 from graders.selftest import answer_text
 from practice.actions.exercises import assignment_for
+from practice.actions.hints import reveal_hint, statement_hints
+from practice.actions.recall import answer_card
 from practice.actions.submissions import reveal_solution, submit_answer
-from practice.models import Exercise, User
+from practice.models import Exercise, RecallItem, User
 from practice.variants import variant_params
 
 from .conftest import (
@@ -45,13 +49,26 @@ def solve_and_miss(user: User, slug: str) -> str:
     return first.id
 
 
+def loop_pages(user: User) -> dict[str, str]:
+    """The learning loop's pages, in the state of a student mid-loop, by name: a hint revealed
+    in interview mode, the parts missed (solve_and_miss) due now and one opened for review, a
+    card met in the deck, and the progress they make."""
+    exercise = Exercise.objects.get(slug=SOLVED_SLUG)
+    reveal_hint(user, exercise, statement_hints(exercise)[0].id, timezone.now())
+    RecallItem.objects.filter(user=user).update(due=timezone.now() - timedelta(hours=1))
+    missed = RecallItem.objects.get(user=user, exercise=exercise)
+    answer_card(user, deck.cards()[0], "1 GB", timezone.now())
+    return {"exercise-interview": f"/ex/{SOLVED_SLUG}/?mode=interview", "today": "/today/",
+            "review": f"/today/{missed.pk}/review/", "deck": "/deck/", "progress": "/progress/"}
+
+
 def test_main_pages_in_both_themes_and_sizes(page: Any, live_server: Any, student: User,
                                              login: Any, watch: PageWatch) -> None:
     solved = solve_and_miss(student, SOLVED_SLUG)
     solve_and_miss(student, EVIDENCE_SLUG)
     pages = {"catalog": "/", "exercise-evidence": f"/ex/{EVIDENCE_SLUG}/",
-             "exercise-solved": f"/ex/{SOLVED_SLUG}/", "history": "/history/",
-             "signup": "/signup/"}
+             "exercise-solved": f"/ex/{SOLVED_SLUG}/", **loop_pages(student),
+             "history": "/history/", "signup": "/signup/"}
     spills: dict[str, list[str]] = {}
     for viewport in VIEWPORTS:
         for theme in THEMES:

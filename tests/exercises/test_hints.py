@@ -79,6 +79,8 @@ STATEMENT = """Intro.
 <!-- /hint -->
 
 ### Part 1
+
+What is the budget?
 """
 
 
@@ -108,6 +110,29 @@ def test_a_table_left_without_rows_is_dropped() -> None:
     parsed = hints.parse(text, ("a",))
     assert "|" not in parsed.interview and "After." in parsed.interview
     assert hints.body_markdown(parsed.hints[0]) == "| | |\n|---|---|\n| x | 1 |"
+
+
+def test_a_section_left_empty_loses_its_heading() -> None:
+    text = ("## Scenario\n\nText.\n\n### What you know\n\n"
+            "<!-- hint: t | parts: a | cost: 0.5 -->\n- a fact\n<!-- /hint -->\n\n"
+            "### Assumptions\n\n- kept\n\n### Only sub\n\n#### Deeper\n\n"
+            "<!-- hint: u | parts: a | cost: free -->\nx\n<!-- /hint -->\n\n"
+            "```\n# a comment, not a heading\n```\n\n### Last\n\n"
+            "<!-- hint: v | parts: a | cost: free -->\ny\n<!-- /hint -->\n")
+    interview = hints.parse(text, ("a",)).interview
+    assert "What you know" not in interview and "### Last" not in interview
+    # A heading with text, a heading whose subsection has code, and the code stay.
+    for kept in ("## Scenario", "### Assumptions", "- kept", "### Only sub", "#### Deeper",
+                 "# a comment, not a heading"):
+        assert kept in interview
+
+
+def _empty_headings(markdown: str) -> list[str]:
+    lines = [line for line in markdown.splitlines() if line.strip()]
+    heading = [len(line) - len(line.lstrip("#")) if line.startswith("#") else 0
+               for line in lines]
+    return [line for i, line in enumerate(lines) if heading[i] and (
+        i + 1 == len(lines) or 0 < heading[i + 1] <= heading[i])]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -184,3 +209,5 @@ def test_every_statement_parses(slug: str) -> None:
         # statement rendered.
         assert rendered.practice == templating.render(parsed.practice, params, solution)
         assert [h.id for h in rendered.hints] == [h.id for h in parsed.hints]
+        # Interview mode never shows a heading over nothing (a section that was all hints).
+        assert not _empty_headings(rendered.interview), slug
