@@ -15,8 +15,9 @@ from django.utils import timezone
 from exercises import registry
 from exercises.registry import ExerciseError
 from exercises.spec import ExerciseSpec
+from practice import recall
 from practice.actions.exercises import sync_exercises
-from practice.models import Exercise, MockInterview, PartState, User
+from practice.models import Exercise, HintReveal, MockInterview, PartState, RecallItem, User
 
 SLUG = "stop_strings_stream"
 
@@ -63,6 +64,13 @@ def test_a_renamed_folder_keeps_its_row_and_history(monkeypatch: pytest.MonkeyPa
     row = Exercise.objects.get(slug=SLUG)
     student = User.objects.create_user("renamer", password="pw-renamer-1")
     PartState.objects.create(user=student, exercise=row, part_id="streamer", attempts=2)
+    # What the learning loop keeps per exercise: a part due for recall and a hint revealed.
+    state = recall.start(timezone.now())
+    item = RecallItem.objects.create(user=student, exercise=row, part_id="streamer",
+                                     reason=RecallItem.Reason.WRONG, fsrs_card=state,
+                                     due=recall.due_of(state), variant="17")
+    HintReveal.objects.create(user=student, exercise=row, hint_id="h1",
+                              revealed_at=timezone.now())
     mock = MockInterview.objects.create(user=student, started_at=timezone.now(),
                                         exercises=["kv_page_ledger", SLUG])
     renamed = dataclasses.replace(registry.get(SLUG), slug="stop_strings_renamed")
@@ -72,6 +80,10 @@ def test_a_renamed_folder_keeps_its_row_and_history(monkeypatch: pytest.MonkeyPa
     row.refresh_from_db()
     assert (row.slug, row.active, str(row.uuid)) == ("stop_strings_renamed", True, renamed.uuid)
     assert PartState.objects.get(user=student, part_id="streamer").exercise_id == row.pk
+    kept = RecallItem.objects.get(pk=item.pk)
+    assert (kept.exercise_id, kept.fsrs_card, kept.due, kept.variant) == (
+        row.pk, item.fsrs_card, item.due, "17")
+    assert HintReveal.objects.get(user=student).exercise_id == row.pk
     mock.refresh_from_db()
     assert mock.exercises == ["kv_page_ledger", "stop_strings_renamed"]
     assert not Exercise.objects.filter(slug=SLUG).exists()
