@@ -144,6 +144,9 @@ def review_page(request: HttpRequest, pk: int) -> HttpResponse:
     """Review one part due for recall, in a variant drawn for it (open_review): the whole
     statement of that variant and the one part, answered like on the exercise page."""
     ctx = review_part_context(request.user, _open(request, pk))  # type: ignore[arg-type]
+    if request.htmx:  # type: ignore[attr-defined]
+        # Today opens it in place of the part's row.
+        return render(request, "practice/partials/review_row.html", {**ctx, "opened": True})
     return render(request, "practice/review_part.html", ctx)
 
 

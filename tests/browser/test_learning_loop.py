@@ -126,9 +126,11 @@ def test_a_student_walks_the_learning_loop(page: Any, live_server: Any) -> None:
     expect(review_link).to_have_count(1)
     expect(review_link).to_have_attribute("href", f"/today/{item.pk}/review/#part-{PART}")
     review_link.click()
-    page.wait_for_url(f"{base}/today/{item.pk}/review/#part-{PART}")
-    expect(page.locator("h1")).to_have_text(re.compile(r"^Review: "))
-    subtitle = page.locator("hgroup p").inner_text()
+    # The review opens in place of the row (htmx): Today stays, the row becomes the review.
+    row = page.locator(f"#recall-{item.pk}.recall-opened")
+    expect(row.locator("header h3")).to_have_text(re.compile(r"^Review: "), timeout=SWAP)
+    assert page.url == base + "/today/"
+    subtitle = row.locator("> header small").inner_text()
     found = re.search(r"review variant #(\S+)", subtitle)
     assert found, subtitle
     own = Assignment.objects.get(user=user, exercise=exercise).variant

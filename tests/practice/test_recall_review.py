@@ -100,6 +100,19 @@ def test_opening_a_review_draws_a_variant_other_than_the_students_and_keeps_it(
     assert _open.avoided is None and f"review variant #{DRAWN}" in html  # type: ignore[attr-defined]
 
 
+def test_today_opens_the_review_in_place_of_the_row(client: Client, ann: User,
+                                                   clock: mock.MagicMock) -> None:
+    item = _miss(client)
+    clock.return_value = T0 + timedelta(days=1)
+    today = client.get("/today/").content.decode()
+    assert f'hx-get="/today/{item.pk}/review/" hx-target="#recall-{item.pk}"' in today
+    with mock.patch("practice.actions.recall.draw_variant", return_value=DRAWN):
+        html = client.get(f"/today/{item.pk}/review/", **HX).content.decode()
+    assert html.lstrip().startswith("<article")
+    assert "<html" not in html and f'id="recall-{item.pk}"' in html
+    assert f"review variant #{DRAWN}" in html and f"/today/{item.pk}/review/submit/" in html
+
+
 def test_draw_variant_avoids_the_variants_it_is_told_to() -> None:
     with mock.patch("random.SystemRandom.randrange", side_effect=[5, 3, 9]):
         assert draw_variant({"5", "3"}) == "9"
