@@ -28,6 +28,7 @@ from practice.markdown import render_markdown
 from practice.models import Exercise, HintReveal, PartState, RecallItem, Submission, User
 from practice.templatetags import review_notes
 from practice.variants import variant_params
+from practice.views.fragments import with_due_count
 
 
 def _statement(spec: ExerciseSpec, variant: str) -> hints.Parsed:
@@ -276,7 +277,8 @@ def submission_status(request: HttpRequest, pk: int) -> HttpResponse:
         # place of the polling fragment. The redrawn status has no hx-get, so polling stops.
         if sub.recall_item is not None:  # a review's answer redraws the review's part
             ctx = review_part_context(request.user, sub.recall_item)  # type: ignore[arg-type]
-            response = render(request, "practice/partials/part.html", {"p": ctx["p"]})
+            response = with_due_count(
+                request, render(request, "practice/partials/part.html", {"p": ctx["p"]}))
         else:
             response = _render_part(request, sub.exercise, sub.part_id)
         response["HX-Retarget"] = f"#part-{sub.part_id}"

@@ -35,6 +35,7 @@ from practice.actions.recall import (
 )
 from practice.actions.submissions import submit_answer
 from practice.models import RecallItem, User
+from practice.views.fragments import with_due_count
 from practice.views.pages import evidence_response
 from practice.views.parts import review_part_context
 
@@ -85,7 +86,7 @@ def deck_answer(request: HttpRequest) -> HttpResponse:
     ctx = _answer(request, card, _deck_url(card))
     if not request.htmx:  # type: ignore[attr-defined]
         return deck_page(request, answered=ctx)
-    return render(request, "practice/partials/card.html", {"c": ctx})
+    return with_due_count(request, render(request, "practice/partials/card.html", {"c": ctx}))
 
 
 def _due_rows(user: User, now: datetime) -> list[dict[str, Any]]:
@@ -129,7 +130,7 @@ def today_answer(request: HttpRequest, pk: int) -> HttpResponse:
     ctx = _answer(request, card, _item_url(item))
     if not request.htmx:  # type: ignore[attr-defined]
         return today(request, answered=ctx)
-    return render(request, "practice/partials/card.html", {"c": ctx})
+    return with_due_count(request, render(request, "practice/partials/card.html", {"c": ctx}))
 
 
 def _open(request: HttpRequest, pk: int) -> RecallItem:
@@ -187,7 +188,8 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
     item.refresh_from_db()
     ctx = review_part_context(request.user, item, error=error,  # type: ignore[arg-type]
                               draft=answer if error else "")
-    return render(request, "practice/partials/part.html", {"p": ctx["p"]})
+    return with_due_count(request, render(request, "practice/partials/part.html",
+                                          {"p": ctx["p"]}))
 
 
 @login_required

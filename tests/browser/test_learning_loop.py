@@ -144,6 +144,9 @@ def test_a_student_walks_the_learning_loop(page: Any, live_server: Any) -> None:
     box = page.locator(f"#part-{PART}")
     expect(box.locator(".submission-status .badge.correct")).to_have_text("correct", timeout=SWAP)
     expect(box.locator(".review-due")).to_contain_text("Review counted")
+    # Nothing is due any more: the header's count followed the answer, with no reload.
+    expect(page.locator("header .due-count")).to_have_count(0)
+    assert page.url == base + "/today/"
     expect(box.locator("details.solution")).to_be_visible()
     item.refresh_from_db()
     assert item.variant_answered_at is not None

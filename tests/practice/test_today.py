@@ -186,7 +186,20 @@ def test_the_header_counts_the_users_due_items_and_links_the_pages(
 
 
 def test_the_header_shows_no_count_when_nothing_is_due(client: Client, ann: User) -> None:
-    assert "due-count" not in client.get("/history/").content.decode()
+    assert "badge due-count" not in client.get("/history/").content.decode()
+
+
+def test_an_answer_on_today_sends_the_new_count_to_the_header(client: Client, ann: User) -> None:
+    first = _card_item(ann, CARD, T0 - timedelta(hours=2))
+    _card_item(ann, OTHER, T0 - timedelta(hours=1))
+    r = client.post(f"/today/{first.pk}/answer/", {"answer": CARD.answer_text}, **HX)
+    html = r.content.decode()
+    # htmx swaps the header's count out of band: one item is left due.
+    assert '<span id="due-count" hx-swap-oob="true">' in html
+    assert 'title="Items due now">1</span>' in html
+    # The full page has the same slot, without the out-of-band flag.
+    page = client.get("/today/").content.decode()
+    assert '<span id="due-count">' in page and "hx-swap-oob" not in page
 
 
 # --- who may ---------------------------------------------------------------------------------
