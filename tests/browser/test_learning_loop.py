@@ -173,10 +173,13 @@ def test_a_student_walks_the_learning_loop(page: Any, live_server: Any) -> None:
     page.goto(f"{base}/ex/{SLUG}/")
     assert page.locator("section.hints").count() == 0  # practice mode: no hint buttons
     box = page.locator(f"#part-{PART}")
+    # The page shows step 2's wrong answer already: wait for this answer's own status.
+    earlier = box.locator(".submission-status").get_attribute("id")
     box.locator(f"#answer-{PART}").fill(mistake)
     box.locator("button[value='submit']").click()
-    expect(page.locator(f"#part-{PART} .submission-status .badge.incorrect")).to_have_text(
-        "incorrect", timeout=SWAP)
+    status = page.locator(f"#part-{PART} .submission-status")
+    expect(status).not_to_have_id(earlier or "", timeout=SWAP)
+    expect(status.locator(".badge.incorrect")).to_have_text("incorrect", timeout=SWAP)
 
     page.locator("header nav").get_by_role("link", name="My progress").click()
     page.wait_for_url(base + "/progress/")
