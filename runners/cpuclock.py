@@ -53,12 +53,27 @@ MAX_CPUS = 1.0
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 # Where runners/bwrap.py binds the lane cgroup's CPU counter (v1 cpuacct.usage or v2 cpu.stat).
 SANDBOX_CPU_FILE = "/run/roofline/cpu-usage"
+# A container of the docker backend is its own cgroup, and the engine mounts it at
+# /sys/fs/cgroup: runners/docker.py names the candidates here (v1, then v2 with the private
+# cgroup namespace the engine gives by default), separated by ':'; the first that exists counts.
+# Read once, when the harness imports this file, before any student code runs.
+CPU_FILES_ENV = "ROOFLINE_SANDBOX_CPU_FILES"
 
 
-def sandbox_cpu_s(path: str = SANDBOX_CPU_FILE) -> float | None:
+def _cpu_file() -> str:
+    for candidate in os.environ.get(CPU_FILES_ENV, "").split(":"):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    return SANDBOX_CPU_FILE
+
+
+CPU_FILE = _cpu_file()
+
+
+def sandbox_cpu_s(path: str | None = None) -> float | None:
     """CPU seconds of everything that ran in this sandbox's cgroup, or None without one."""
     try:
-        with open(path, "rb") as f:
+        with open(path or CPU_FILE, "rb") as f:
             data = f.read()
         if data.startswith(b"usage_usec"):  # v2 cpu.stat: "usage_usec N" is the first line
             return int(data.split()[1]) / 1e6

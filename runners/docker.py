@@ -48,6 +48,7 @@ from docker.types import DeviceRequest, LogConfig, Ulimit
 from runners.base import SandboxUnavailable
 from runners.capture import CHUNK, DRAIN_S, Captured
 from runners.cgroups import owner_alive, owner_tag
+from runners.cpuclock import CPU_FILES_ENV
 from runners.sandbox_env import BASE_ENV, SANDBOX_PYTHON
 from runners.seccomp import docker_profile_json
 from runners.spec import MiB, SandboxResult, SandboxSpec
@@ -70,6 +71,9 @@ KILL_WAIT_S = 5.0
 # charged to the container's memory limit, so a larger floor does not loosen that limit.
 GPU_MIN_SHM_BYTES = 256 * MiB
 JANITOR_MAX_AGE_S = 600.0
+# Where a container sees its own cgroup's CPU counter: the engine mounts the container's cgroup
+# at /sys/fs/cgroup (per controller under cgroup v1, the whole of it under v2).
+CONTAINER_CPU_FILES = "/sys/fs/cgroup/cpuacct/cpuacct.usage:/sys/fs/cgroup/cpu.stat"
 
 # Without a TTY the attach stream is multiplexed: 8-byte header [stream, 0, 0, 0, size:u32be].
 STDOUT, STDERR = 1, 2
@@ -150,6 +154,17 @@ class _Demux:
             yield self._stream, bytes(view[pos:pos + take])
             pos += take
             self._left -= take
+
+
+def _close(sock: Any) -> None:
+    """Close an attach stream; SocketIO.close() leaves the socket under it open: close both."""
+    if sock is None:
+        return
+    # Once closed, SocketIO no longer holds its socket: a second call finds None there.
+    for stream in (sock, _raw_socket(sock)):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def _raw_socket(sock: Any) -> Any:
@@ -236,7 +251,12 @@ def pump(sock: Any, stdin: bytes, deadline: float, limit: int,
                     if truncated:
                         break
             if truncated:
-                # Nothing more will be kept, so there is nothing to drain.
+                # Nothing more will be kept, so there is nothing to drain. Hang up before the
+                # kill: the engine does not finish killing a container while it still copies
+                # output into a stream nobody reads (found on a real engine: the kill call
+                # hung for its whole API timeout under a stderr flood).
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 if stop_at is None:
                     kill()
                 break
@@ -328,6 +348,8 @@ class DockerBackend:
         """
         gpu = spec.gpu is not None
         env = dict(BASE_ENV)
+        # The container's own CPU counter, for the harness's CPU-time budgets (cpuclock.py).
+        env[CPU_FILES_ENV] = CONTAINER_CPU_FILES
         if gpu:
             # The engine shows the container only the requested GPU, so inside it is device 0.
             # NVIDIA_* repeats what the device request sets, so the image's `all` cannot win.
@@ -354,6 +376,9 @@ class DockerBackend:
             "labels": labels(),
             "network_disabled": True,
             "network_mode": "none",
+            # The engine writes /etc/resolv.conf even without a network, by default a copy of
+            # the host's (its resolver's address): name the container's own loopback instead.
+            "dns": ["127.0.0.1"],
             "read_only": True,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_bytes}"},
             # "private", not "none": "none" has no /dev/shm, which multiprocessing and torch need.
@@ -478,10 +503,7 @@ class DockerBackend:
                 raise SandboxUnavailable(f"cannot inspect the sandbox container: {exc}") from exc
             oom = bool((container.attrs.get("State") or {}).get("OOMKilled"))
         finally:
-            # SocketIO.close() leaves the socket under it open: close both.
-            for stream in (sock, _raw_socket(sock)) if sock is not None else ():
-                with contextlib.suppress(OSError):
-                    stream.close()
+            _close(sock)
             if container is not None:
                 with contextlib.suppress(*_ENGINE_ERRORS):
                     container.remove(force=True)

@@ -158,3 +158,12 @@ def test_sandbox_images_carry_the_same_torch_and_triton() -> None:
     assert cpu["torch"].split("+")[0] == gpu["torch"] == "2.13.0"
     assert cpu["triton"] == gpu["triton"] == "3.7.1"
     assert cpu["numpy"] == gpu["numpy"]
+
+
+def test_the_docker_sandbox_runs_what_the_bwrap_sandbox_runs() -> None:
+    # Both backends must grade alike: the image's pins are scripts/install_sandbox.sh's.
+    script = (ROOT / "scripts/install_sandbox.sh").read_text()
+    bwrap = dict(re.findall(r"^(NUMPY|TORCH|TRITON)_VERSION=(\S+)$", script, re.MULTILINE))
+    cpu = _pins(ROOT / "docker/sandbox/requirements.txt")
+    assert (cpu["numpy"], cpu["torch"].split("+")[0], cpu["triton"]) == (
+        bwrap["NUMPY"], bwrap["TORCH"], bwrap["TRITON"])

@@ -32,6 +32,7 @@ import runners
 from runners import SandboxSpec, SandboxUnavailable, get_backend, runtime_python
 from runners import docker as dk
 from runners.cgroups import owner_tag
+from runners.cpuclock import CPU_FILES_ENV
 from runners.sandbox_env import BASE_ENV
 from runners.seccomp import docker_profile_json
 from tests.deploy.dockerfile import instructions
@@ -85,7 +86,8 @@ def test_default_spec_mapping() -> None:
         Ulimit(name="core", soft=0, hard=0),
     ]
     assert not any(u["Name"] == "as" for u in kw["ulimits"])
-    assert kw["environment"] == BASE_ENV
+    # The allow-list, and where the harness reads the container's own CPU counter.
+    assert kw["environment"] == {**BASE_ENV, CPU_FILES_ENV: dk.CONTAINER_CPU_FILES}
     assert kw["working_dir"] == "/sandbox" and kw["hostname"] == "sandbox"
     assert kw["init"] is True
     labels = kw["labels"]
@@ -193,13 +195,13 @@ def test_environment_is_the_allow_list_only(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x" * 40)
     spec = SandboxSpec(argv=["x"], env={"SEED": "7"})
     kw = backend().container_kwargs(spec)
-    assert kw["environment"] == {**BASE_ENV, "SEED": "7"}
+    assert kw["environment"] == {**BASE_ENV, CPU_FILES_ENV: dk.CONTAINER_CPU_FILES, "SEED": "7"}
     blob = json.dumps(engine_config(kw))
     for leaked in (secret, "DJANGO_SECRET_KEY", "DATABASE_URL", "postgres://", "AWS_"):
         assert leaked not in blob
     gpu_env = backend().container_kwargs(SandboxSpec(argv=["x"], gpu=1))["environment"]
     assert set(gpu_env) - set(BASE_ENV) == {
-        "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+        CPU_FILES_ENV, "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
 
 
 def test_job_tar_is_read_only_for_the_sandbox_user() -> None:
@@ -505,6 +507,43 @@ def test_run_output_overflow_is_ole() -> None:
     assert "kill" in client.sandbox.calls and client.sandbox.calls[-1] == "remove"
 
 
+class CopyingContainer(FakeContainer):
+    """As a real engine: a kill completes only once the container's output has been copied
+    into the attach stream, so against a reader that stopped reading it hangs (a real one
+    until its API timeout; this one records that it would have)."""
+
+    stuck: bool | None = None
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        assert self.program is not None and self.thread is not None
+        self.program.killed.set()
+        self.thread.join(10.0)
+        self.stuck = self.thread.is_alive()
+        if self.stuck:  # let the run end: the test has what it needs
+            with contextlib.suppress(OSError):
+                self.program.sock.shutdown(socket.SHUT_RDWR)
+
+
+def test_an_overflow_hangs_up_before_the_kill() -> None:
+    def flood(p: Program) -> int:
+        while True:  # killed, but the engine still copies what it wrote: until we hang up
+            p.out(b"x" * 65536)
+
+    client = FakeClient(flood)
+    client.containers = Collection(
+        lambda **kw: _made(client, CopyingContainer(client, kw, client.behaviour)), [])
+    result = backend(client=client).run(SandboxSpec(argv=[runtime_python(), "main.py"],
+                                                    output_limit_bytes=100_000))
+    assert result.verdict == "OLE" and "kill" in client.sandbox.calls
+    assert client.sandbox.stuck is False  # type: ignore[attr-defined]
+
+
+def _made(client: FakeClient, container: FakeContainer) -> FakeContainer:
+    client.created.append(container)
+    return container
+
+
 def test_output_cap_is_shared_by_stdout_and_stderr() -> None:
     def both(p: Program) -> int:
         p.out(b"o" * 600)
@@ -742,9 +781,9 @@ def test_dockerfile_shape(path: str) -> None:
 
 @pytest.mark.parametrize(("path", "pins"), [
     ("docker/sandbox/requirements.txt",
-     {"numpy": "2.4.4", "torch": "2.13.0+cpu", "triton": "3.7.1"}),
+     {"numpy": "2.2.6", "torch": "2.13.0+cpu", "triton": "3.7.1"}),
     ("docker/sandbox-gpu/requirements.txt",
-     {"torch": "2.13.0", "triton": "3.7.1", "numpy": "2.4.4"}),
+     {"torch": "2.13.0", "triton": "3.7.1", "numpy": "2.2.6"}),
 ])
 def test_image_requirements_are_pinned(path: str, pins: dict[str, str]) -> None:
     reqs = [line.split("#")[0].strip() for line in (ROOT / path).read_text().splitlines()]
