@@ -190,6 +190,9 @@ def limit_problems(doc: dict[str, Any]) -> list[str]:
     problems = []
     for name, svc in doc["services"].items():
         limits = ((svc.get("deploy") or {}).get("resources") or {}).get("limits") or {}
+        # Processes: the service-level pids_limit, which Compose v1 (Debian's docker-compose
+        # 1.29) reads too; deploy.resources.limits.pids is v2's alone.
+        limits = {**limits, **({"pids": svc["pids_limit"]} if "pids_limit" in svc else {})}
         problems += [f"{name}: no {key} limit" for key in ("cpus", "memory", "pids")
                      if key not in limits]
     return problems
@@ -380,7 +383,8 @@ def test_web_runs_gunicorn_on_the_wsgi_app(compose: dict[str, Any]) -> None:
 
 
 def compose_cli() -> list[str] | None:
-    """`docker compose` (the plugin) or a `docker-compose` that is Compose v2, else None."""
+    """`docker compose` (the plugin), or a `docker-compose` that is Compose v2 or v1.29 (Debian
+    bookworm's, the one installable here: it reads the Compose Specification), else None."""
     candidates = []
     if shutil.which("docker"):
         candidates.append(["docker", "compose"])
@@ -391,7 +395,7 @@ def compose_cli() -> list[str] | None:
             out = subprocess.run([*cli, "version"], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             continue
-        if out.returncode == 0 and re.search(r"v?2\.\d+", out.stdout):
+        if out.returncode == 0 and re.search(r"v?2\.\d+|\b1\.29\.\d+", out.stdout):
             return cli
     return None
 
@@ -400,8 +404,9 @@ def compose_cli() -> list[str] | None:
 def test_docker_compose_config_accepts_the_file(profiles: list[str]) -> None:
     cli = compose_cli()
     if cli is None:
-        pytest.skip("no Compose v2 CLI here (neither the `docker compose` plugin nor a v2 "
-                    "`docker-compose`); the schema test above still validates the file")
+        pytest.skip("no Compose CLI here (neither the `docker compose` plugin nor a "
+                    "`docker-compose` of v2 or 1.29); the schema test above still validates "
+                    "the file")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "ROOFLINE_"))}
     env.update(DUMMY_ENV)
     result = subprocess.run([*cli, "-f", str(COMPOSE_FILE), *profiles, "config", "-q"],
@@ -418,9 +423,10 @@ def test_env_example_covers_the_compose_variables() -> None:
     text = COMPOSE_FILE.read_text(encoding="utf-8")
     used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
     required = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*):\?", text))
+    # COMPOSE_* lines set Compose itself (the project name), not a variable of the file.
     example = {m.group(1) for m in re.finditer(r"^#?([A-Z][A-Z0-9_]*)=",
                                                (ROOT / ".env.example").read_text(),
-                                               re.MULTILINE)}
+                                               re.MULTILINE) if not m.group(1).startswith("COMPOSE_")}
     assert required == set(DUMMY_ENV)
     # Required ones are live lines to fill in; every knob the file reads is listed there.
     assert required <= {m.group(1) for m in re.finditer(
