@@ -4,7 +4,7 @@ PY := .venv/bin/python
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE ?= practice.settings.dev
 
-.PHONY: run test test-full lint selftest install sandbox system clean
+.PHONY: run test test-passes test-full lint selftest install sandbox system clean
 
 .venv/installed: pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -32,8 +32,15 @@ run: install system sandbox
 # tail), then the tests with timing bounds on real processes (`timed`: they mostly wait on
 # outage clocks and workers, and each has its own Redis port and folder, so four run at once),
 # then the ones that load every core on purpose (`alone`). Each pass prints its ten slowest.
+# The Docker engine (scripts/docker_engine.sh): one already running is used; as root, one is
+# started for the run and stopped after it; else the Docker tests skip. The images they run are
+# built first (scripts/docker_images.sh: nothing to do without an engine).
 test: install system sandbox
 	$(PY) -m ruff check .
+	bash scripts/docker_engine.sh run $(MAKE) --no-print-directory test-passes
+
+test-passes:
+	bash scripts/docker_images.sh
 	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 2 --dist worksteal -m "not timed and not alone"
 	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -n 4 --dist worksteal -m timed
 	DJANGO_SETTINGS_MODULE=practice.settings.test $(PY) -m pytest -q -m alone

@@ -15,6 +15,7 @@ Three workloads, each run bare and through the configured backend (uid drop + cg
 our own reference solution; nothing in the application can reach it.
 
     .venv/bin/python bench/sandbox_overhead.py [-n 20] [--only pass,numpy,grading]
+                                               [--backends bwrap,docker]
 """
 
 from __future__ import annotations
@@ -133,40 +134,54 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20, help="interleaved runs of each (default 20)")
     parser.add_argument("--only", default="pass,numpy,grading",
                         help="comma-separated subset of: pass, numpy, grading")
+    parser.add_argument("--backends", default="",
+                        help="comma-separated backends to measure side by side (bwrap,docker); "
+                             "default: the configured one")
     args = parser.parse_args()
 
-    backend = get_backend()
-    builders: dict[str, Callable[[], tuple[Callable[[], None], Callable[[], None]]]] = {
-        "pass": lambda: python_workload(backend, "pass"),
-        "numpy": lambda: python_workload(backend, "import numpy"),
-        "grading": lambda: grading_workload(backend),
-    }
+    names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    backends = [get_backend(name) for name in names] if names else [get_backend()]
     chosen = [w.strip() for w in args.only.split(",") if w.strip()]
-    workloads = {name: builders[name]() for name in chosen}
-    for bare, sandboxed in workloads.values():  # warm-up: page cache, BPF, cgroup lanes
-        bare()
-        sandboxed()
-    times: dict[str, dict[str, list[float]]] = {n: {"bare": [], "sandbox": []} for n in workloads}
+    # Per workload: the bare run, then one sandboxed run per backend (the bare ones of the
+    # other backends' builders are the same work and are not repeated).
+    workloads: dict[str, dict[str, Callable[[], None]]] = {}
+    for name in chosen:
+        for backend in backends:
+            bare, sandboxed = {"pass": lambda b=backend: python_workload(b, "pass"),
+                               "numpy": lambda b=backend: python_workload(b, "import numpy"),
+                               "grading": lambda b=backend: grading_workload(b)}[name]()
+            workloads.setdefault(name, {"bare": bare})[backend.name] = sandboxed
+    for runs in workloads.values():  # warm-up: page cache, BPF, cgroup lanes, images
+        for fn in runs.values():
+            fn()
+    times = {n: {key: [] for key in runs} for n, runs in workloads.items()}
     for i in range(args.n):
-        for name, (bare, sandboxed) in workloads.items():
-            # Alternate which goes first, so neither always runs on a just-warmed cache.
-            order = [("bare", bare), ("sandbox", sandboxed)]
-            for key, fn in order if i % 2 == 0 else order[::-1]:
+        for name, runs in workloads.items():
+            # Rotate which goes first, so none always runs on a just-warmed cache.
+            order = list(runs.items())
+            shift = i % len(order)
+            for key, fn in order[shift:] + order[:shift]:
                 times[name][key].append(timed(fn))
 
-    isolation = backend.run(SandboxSpec(argv=[runtime_python(), "-c", "pass"])).memory_isolation
-    print(f"{args.n} interleaved runs, backend={backend.name} ({isolation}), "
+    isolation = ", ".join(
+        f"{b.name} {b.run(SandboxSpec(argv=[runtime_python(), '-c', 'pass'])).memory_isolation}"
+        for b in backends)
+    print(f"{args.n} interleaved runs, backends: {isolation}; "
           f"cgroup2 favordynmods={favordynmods()}, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'workload':10s} {'bare ms':>9s} {'sandbox ms':>11s} {'ratio':>7s} {'+ms':>7s} "
-          f"{'paired':>7s}   (min bare / sandbox)")
+    print(f"{'workload':10s} {'backend':8s} {'bare ms':>9s} {'sandbox ms':>11s} {'ratio':>7s} "
+          f"{'+ms':>7s} {'paired':>7s}   (min bare / sandbox)")
     for name, t in times.items():
-        bare_m, sbx_m = statistics.median(t["bare"]), statistics.median(t["sandbox"])
-        # The median of per-iteration ratios: each pair ran back to back, so a load spike
-        # hits both; less noisy than the ratio of medians on a shared machine.
-        paired = statistics.median(s / b for s, b in zip(t["sandbox"], t["bare"], strict=True))
-        print(f"{name:10s} {bare_m * 1e3:9.1f} {sbx_m * 1e3:11.1f} {sbx_m / bare_m:7.3f} "
-              f"{(sbx_m - bare_m) * 1e3:7.1f} {paired:7.3f}   ({min(t['bare']) * 1e3:.1f} / "
-              f"{min(t['sandbox']) * 1e3:.1f})")
+        bare_m = statistics.median(t["bare"])
+        for key, runs in t.items():
+            if key == "bare":
+                continue
+            sbx_m = statistics.median(runs)
+            # The median of per-iteration ratios: each pair ran back to back, so a load spike
+            # hits both; less noisy than the ratio of medians on a shared machine.
+            paired = statistics.median(s / b for s, b in zip(runs, t["bare"], strict=True))
+            print(f"{name:10s} {key:8s} {bare_m * 1e3:9.1f} {sbx_m * 1e3:11.1f} "
+                  f"{sbx_m / bare_m:7.3f} {(sbx_m - bare_m) * 1e3:7.1f} {paired:7.3f}   "
+                  f"({min(t['bare']) * 1e3:.1f} / {min(runs) * 1e3:.1f})")
 
 
 def favordynmods() -> str:

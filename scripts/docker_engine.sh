@@ -98,6 +98,8 @@ case "${1:-}" in
       # Stopped however CMD ends (a failure, an interrupt).
       if [ -f "$PIDFILE" ]; then trap stop EXIT; fi
     fi
+    # With an engine up, the Docker tests must run: a missing image fails them, not skips.
+    if engine_up; then export ROOFLINE_REQUIRE_DOCKER=1; fi
     "$@"
     exit $?
     ;;

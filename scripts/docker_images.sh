@@ -77,7 +77,7 @@ BASE="$(base_image)"
 echo "docker_images: base $BASE"
 
 wheels docker/sandbox/wheels -r docker/sandbox/requirements.txt
-docker build --quiet --network host --build-arg "BASE=$BASE" --build-arg PIP_SOURCES=--no-index \
+docker build --quiet --force-rm --network host --build-arg "BASE=$BASE" --build-arg PIP_SOURCES=--no-index \
   -t roofline-sandbox:py311 docker/sandbox >/dev/null
 echo "docker_images: roofline-sandbox:py311 built"
 
@@ -85,7 +85,7 @@ echo "docker_images: roofline-sandbox:py311 built"
 # a Python before 3.11.3 needs besides (redis asks for async-timeout there; Debian's is 3.11.2).
 wheels docker/app/wheels -c docker/app/constraints.txt . setuptools wheel async-timeout
 for target in web worker; do
-  docker build --quiet --network host -f docker/app/Dockerfile --target "$target" \
+  docker build --quiet --force-rm --network host -f docker/app/Dockerfile --target "$target" \
     --build-arg "PYTHON_IMAGE=$BASE" --build-arg PIP_SOURCES=--no-index \
     -t "roofline-$target:test" . >/dev/null
   echo "docker_images: roofline-$target:test built"

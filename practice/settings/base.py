@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import dj_database_url
 
@@ -66,9 +67,22 @@ TEMPLATES = [
     },
 ]
 
+def _service_url(url: str, password: str, template: str, fallback: str) -> str:
+    """`url` if set; else, where docker-compose.yml passes the password of its own postgres or
+    redis service (ROOFLINE_*_PASSWORD), that service's URL; else `fallback`. The compose file
+    cannot build the URL itself: Compose v1 (Debian's docker-compose) does not nest ${...}
+    inside a default."""
+    if url:
+        return url
+    return template.format(quote(password, safe="")) if password else fallback
+
+
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age=0
+        _service_url(os.environ.get("DATABASE_URL", ""),
+                     os.environ.get("ROOFLINE_POSTGRES_PASSWORD", ""),
+                     "postgres://roofline:{}@postgres:5432/roofline",
+                     f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age=0
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -110,7 +124,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 # --- Celery (the broker carries submission ids only; the Submission row is the result) ---
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = _service_url(os.environ.get("REDIS_URL", ""),
+                         os.environ.get("ROOFLINE_REDIS_PASSWORD", ""), "redis://:{}@redis:6379/0", "")
 BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL

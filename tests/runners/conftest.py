@@ -11,9 +11,17 @@ import pytest
 from runners import Backend, SandboxUnavailable, get_backend
 
 # Every backend the hostile suite attacks. A backend that cannot run here is skipped with its
-# reason, except bwrap on CI, which must run: the sandbox is part of what CI proves.
+# reason, except bwrap on CI, which must run: the sandbox is part of what CI proves; and docker
+# wherever scripts/docker_engine.sh has an engine up (it sets ROOFLINE_REQUIRE_DOCKER=1), so an
+# image that failed to build is a failure, not a skip.
 BACKENDS = ("bwrap", "docker")
 REQUIRED_ON_CI = ("bwrap",)
+
+
+def required(name: str) -> bool:
+    if name == "docker" and os.environ.get("ROOFLINE_REQUIRE_DOCKER") == "1":
+        return True
+    return on_ci() and name in REQUIRED_ON_CI
 
 
 def on_ci() -> bool:
@@ -81,6 +89,6 @@ def hostile_backend(request: pytest.FixtureRequest, free_slot: int) -> Backend:
     try:
         return get_backend(name)
     except SandboxUnavailable as exc:
-        if on_ci() and name in REQUIRED_ON_CI:
-            pytest.fail(f"{name} sandbox unavailable on CI: {exc}")
+        if required(name):
+            pytest.fail(f"{name} sandbox unavailable here: {exc}")
         pytest.skip(f"{name} sandbox unavailable: {exc}")

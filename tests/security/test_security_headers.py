@@ -322,3 +322,23 @@ def test_passwords_are_stored_as_argon2_hashes() -> None:
 def test_the_login_view_is_the_throttled_one() -> None:
     r = Client().get("/login/")
     assert isinstance(r.context["form"], ThrottledAuthenticationForm)
+
+
+def test_the_compose_services_urls_come_from_their_passwords(tmp_path: Path) -> None:
+    # docker-compose.yml passes DATABASE_URL and REDIS_URL empty when its own postgres and
+    # redis serve, with their passwords (Compose v1 cannot nest ${...}): the settings build the
+    # URLs, the password quoted; an explicit URL wins.
+    code = ("import django, json; django.setup(); from django.conf import settings as s; "
+            "d = s.DATABASES['default']; "
+            "print(json.dumps([d['HOST'], d['USER'], d['PASSWORD'], d['NAME'], s.REDIS_URL]))")
+    env = _prod_env(tmp_path) | {"DATABASE_URL": "", "REDIS_URL": "",
+                                 "ROOFLINE_POSTGRES_PASSWORD": "p@ss/1",
+                                 "ROOFLINE_REDIS_PASSWORD": "r3dis"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [
+        "postgres", "roofline", "p@ss/1", "roofline", "redis://:r3dis@redis:6379/0"]
+    env["DATABASE_URL"] = "postgres://u:pw@db.internal:5432/x"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1])[:4] == ["db.internal", "u", "pw", "x"]
