@@ -90,3 +90,5 @@ for target in web worker; do
     -t "roofline-$target:test" . >/dev/null
   echo "docker_images: roofline-$target:test built"
 done
+# A rebuild leaves the previous image's layers untagged: drop them (dangling images only).
+docker image prune --force >/dev/null
