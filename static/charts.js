@@ -666,55 +666,27 @@
     if (typeof Chart === "undefined") return; // no Chart.js: the links and tables remain
     const scope = root || document;
     for (const el of select(scope, "[data-evidence-plot]:not([data-drawn])")) drawEvidence(el);
-    for (const canvas of select(scope, "canvas[data-roofline-chart]")) {
-      if (Chart.getChart(canvas)) continue;
-      const source = document.getElementById(canvas.getAttribute("data-roofline-chart"));
-      if (!source) continue;
-      try {
-        drawRoofline(canvas, JSON.parse(source.textContent));
-        canvas.setAttribute("data-drawn", "ok");
-      } catch (err) {
-        console.warn("roofline chart:", err);
-      }
-    }
-    for (const canvas of select(scope, "canvas[data-progress-chart]")) {
-      if (Chart.getChart(canvas)) continue;
-      const source = document.getElementById(canvas.getAttribute("data-progress-chart"));
-      if (!source) continue;
-      try {
-        const rows = JSON.parse(source.textContent);
-        // Shown only once there is something drawn in it (an empty box helps nobody).
-        canvas.closest("[hidden]")?.removeAttribute("hidden");
-        drawProgress(canvas, rows);
-        canvas.setAttribute("data-drawn", "ok");
-      } catch (err) {
-        console.warn("progress chart:", err);
-      }
-    }
-    for (const canvas of select(scope, "canvas[data-histogram-chart]")) {
-      if (Chart.getChart(canvas)) continue;
-      const source = document.getElementById(canvas.getAttribute("data-histogram-chart"));
-      if (!source) continue;
-      try {
-        const data = JSON.parse(source.textContent);
-        canvas.closest("[hidden]")?.removeAttribute("hidden"); // shown once there is a chart
-        drawHistogram(canvas, data);
-        canvas.setAttribute("data-drawn", "ok");
-      } catch (err) {
-        console.warn("histogram chart:", err);
-      }
-    }
-    for (const canvas of select(scope, "canvas[data-activity-chart]")) {
-      if (Chart.getChart(canvas)) continue;
-      const source = document.getElementById(canvas.getAttribute("data-activity-chart"));
-      if (!source) continue;
-      try {
-        const data = JSON.parse(source.textContent);
-        canvas.closest("[hidden]")?.removeAttribute("hidden"); // shown once there is a chart
-        drawActivity(canvas, data);
-        canvas.setAttribute("data-drawn", "ok");
-      } catch (err) {
-        console.warn("activity chart:", err);
+    // Canvases drawn from the JSON of the json_script element their attribute names. The box
+    // around one (hidden until drawn: an empty box helps nobody) is shown once it is drawn.
+    const canvasCharts = [
+      ["data-roofline-chart", drawRoofline, "roofline"],
+      ["data-progress-chart", drawProgress, "progress"],
+      ["data-histogram-chart", drawHistogram, "histogram"],
+      ["data-activity-chart", drawActivity, "activity"],
+    ];
+    for (const [attribute, draw, label] of canvasCharts) {
+      for (const canvas of select(scope, `canvas[${attribute}]`)) {
+        if (Chart.getChart(canvas)) continue;
+        const source = document.getElementById(canvas.getAttribute(attribute));
+        if (!source) continue;
+        try {
+          const data = JSON.parse(source.textContent);
+          canvas.closest("[hidden]")?.removeAttribute("hidden");
+          draw(canvas, data);
+          canvas.setAttribute("data-drawn", "ok");
+        } catch (err) {
+          console.warn(`${label} chart:`, err);
+        }
       }
     }
   }
