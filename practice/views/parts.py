@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from exercises import hints, registry, templating
+from exercises import hints, registry
 from exercises.spec import ExerciseSpec, PartSpec
 from graders.base import InvalidAnswer
 from practice import interview, routing
@@ -26,6 +26,7 @@ from practice.actions.hints import reveal_hint
 from practice.actions.submissions import contest_key_point, reveal_solution, submit_answer
 from practice.markdown import render_markdown
 from practice.models import Exercise, HintReveal, PartState, RecallItem, Submission, User
+from practice.rendered import rendered
 from practice.templatetags import review_notes
 from practice.variants import variant_params
 from practice.views.fragments import with_due_count
@@ -33,21 +34,13 @@ from practice.views.fragments import with_due_count
 
 def _statement(spec: ExerciseSpec, variant: str) -> hints.Parsed:
     """The variant's statement in both modes, with its hints (exercises/hints.py)."""
-    params = variant_params(spec, variant)
-    solution = registry.solve(spec, params)
-    return hints.parse(templating.render(spec.statement_template, params, solution,
-                                         "statement.md"))
+    return rendered(spec, variant).parsed
 
 
 def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str]]:
-    params = variant_params(spec, variant)
-    solution = registry.solve(spec, params)
-    # Practice mode: the whole statement, hint markers removed.
-    statement = _statement(spec, variant).practice
-    worked = templating.render(spec.solution_template, params, solution, "solution.md")
-    preamble, parts = templating.split_sections(worked)
-    return (render_markdown(statement), render_markdown(preamble),
-            {k: render_markdown(v) for k, v in parts.items()})
+    """The practice-mode statement, the worked solution's preamble and its parts, as HTML."""
+    r = rendered(spec, variant)
+    return r.statement_html, r.preamble_html, r.sections_html
 
 
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
@@ -142,7 +135,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
     hint_list: list[dict[str, Any]] = []
     if interview_mode:
         parsed = _statement(spec, variant)
-        statement = render_markdown(parsed.interview)
+        statement = rendered(spec, variant).interview_html
         mine = set(HintReveal.objects.filter(user=user, exercise=exercise)
                    .values_list("hint_id", flat=True))
         hint_list = [hint_context(user, exercise, spec, h, h.id in mine) for h in parsed.hints]
