@@ -156,17 +156,6 @@ class _Demux:
             self._left -= take
 
 
-def _close(sock: Any) -> None:
-    """Close an attach stream; SocketIO.close() leaves the socket under it open: close both."""
-    if sock is None:
-        return
-    # Once closed, SocketIO no longer holds its socket: a second call finds None there.
-    for stream in (sock, _raw_socket(sock)):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-
-
 def _raw_socket(sock: Any) -> Any:
     # attach_socket returns the socket.SocketIO of the hijacked HTTP connection on unix/tcp
     # (a bare socket for TLS); the selector and send/recv need the socket itself.
@@ -503,7 +492,10 @@ class DockerBackend:
                 raise SandboxUnavailable(f"cannot inspect the sandbox container: {exc}") from exc
             oom = bool((container.attrs.get("State") or {}).get("OOMKilled"))
         finally:
-            _close(sock)
+            # SocketIO.close() leaves the socket under it open: close both.
+            for stream in (sock, _raw_socket(sock)) if sock is not None else ():
+                with contextlib.suppress(OSError):
+                    stream.close()
             if container is not None:
                 with contextlib.suppress(*_ENGINE_ERRORS):
                     container.remove(force=True)

@@ -42,7 +42,7 @@ class Submission(models.Model):
     part_type = models.CharField(max_length=20)
     variant = models.CharField(max_length=20)
     # Set when the answer is a review of a part due for recall, in the item's own variant
-    # (practice/actions/recall.submit_review); None for an answer on the exercise page.
+    # (submit_answer's `review`, drawn by actions/recall.open_review); None on the exercise page.
     recall_item = models.ForeignKey("RecallItem", on_delete=models.SET_NULL, null=True,
                                     blank=True, related_name="submissions")
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.SUBMIT)

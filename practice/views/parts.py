@@ -134,8 +134,8 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
     statement, preamble, sections = _sections(spec, variant)
     hint_list: list[dict[str, Any]] = []
     if interview_mode:
-        parsed = _statement(spec, variant)
-        statement = rendered(spec, variant).interview_html
+        shown = rendered(spec, variant)
+        parsed, statement = shown.parsed, shown.interview_html
         mine = set(HintReveal.objects.filter(user=user, exercise=exercise)
                    .values_list("hint_id", flat=True))
         hint_list = [hint_context(user, exercise, spec, h, h.id in mine) for h in parsed.hints]
