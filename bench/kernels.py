@@ -19,6 +19,12 @@ Needs CUDA; without it prints "no CUDA device: kernel timing needs a GPU" and ex
 at most --max-repeats rounds and about --budget-ms of device time per case.
 
     python bench/kernels.py [--only slug,slug] [--max-repeats 50] [--budget-ms 2000]
+
+With --cpu it times what a CPU worker does instead: each kernel exercise's reference graded in
+the sandbox (interpreter preview + sm_90 compile) against a bare `import torch, triton` there,
+as ratios (bench/kernel_grades.py).
+
+    python bench/kernels.py --cpu [--rounds 5] [--only slug,slug]
 """
 
 from __future__ import annotations
@@ -177,7 +183,14 @@ def main() -> None:
                         help="timed rounds per case at most (default 50)")
     parser.add_argument("--budget-ms", type=float, default=2000.0,
                         help="device time per case before stopping (default 2000)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="time kernel grades on the CPU against a bare torch import")
+    parser.add_argument("--rounds", type=int, default=5, help="--cpu: grades per exercise")
     args = parser.parse_args()
+    if args.cpu:
+        from kernel_grades import main as cpu_main
+
+        sys.exit(cpu_main(args.rounds, {s.strip() for s in args.only.split(",") if s.strip()}))
 
     # Real kernels, not the interpreter: Triton reads this when a kernel is decorated, i.e.
     # when reference.py is imported below.
