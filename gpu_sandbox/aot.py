@@ -19,10 +19,10 @@ an uncompiled kernel is one the interpreter alone vouched for. A constexpr argum
 Python scalar, string or dtype: in the interpreter a tensor passed as a constexpr arrives as the
 torch tensor itself, and the kernel body could compute the answer with torch.
 
-Runs inside the sandbox. The child records launches while the cases run; then it starts this
-file as a fresh process (`python aot.py SOURCE LAUNCHES.json`) without TRITON_INTERPRET, which
-imports the submission so its @triton.jit functions are real JITFunctions, compiles, and prints
-one JSON report line. A fresh process because the interpreter patches triton.language in place
+Runs inside the sandbox. The case child records launches while the cases run and writes them
+to a file; a compile child, forked from the zygote (zygote.py) without TRITON_INTERPRET, imports
+the submission so its @triton.jit functions are real JITFunctions and compiles them
+(sm90_compile.py). Another process because the interpreter patches triton.language in place
 (and, for helper calls, never restores it): compiling in the interpreted process fails on
 correct kernels that call tl.max or tl.sum. Standard library + triton only; nothing of ours.
 
@@ -37,12 +37,6 @@ interpreter it refuses the interpreted helpers a kernel calls.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-import re
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -69,7 +63,6 @@ SM90_LIMITS = {
 }
 MAX_CONSTEXPR_INT = 2**64  # Triton's widest integer; JSON and the compiler take nothing wider
 MAX_CONSTEXPR_STR = 200
-TOOL_TIMEOUT_S = 10.0
 
 
 class LaunchRefused(TypeError):
@@ -251,7 +244,7 @@ class LaunchLog:
     # tensors with torch), not to the student's wrapper (see kernel_child.host_spy). Recording reads
     # data_ptr() for the alignment, so it counts as part of the launch too.
     in_launch: bool = False
-    # Set by finish(): launches after the compile step (the GPU timing's, reference kernel
+    # Set by close(): launches after the compile step (the GPU timing's, reference kernel
     # included) are compiled by Triton itself on the GPU and not recorded.
     closed: bool = False
     _backend: Any = None
@@ -340,16 +333,10 @@ class LaunchLog:
             self.problems.append(message)
         raise LaunchRefused(message)
 
-    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
-        """The compile report with what recording saw: a refused launch fails the step."""
+    def close(self) -> dict[str, Any]:
+        """Stop recording; what it saw, for finish_report()."""
         self.closed = True
-        report["launches"] = self.count
-        report["record_problems"] = self.problems[:5]
-        if self.problems:
-            report["ok"] = False
-            report["error"] = ("A kernel launch was refused, so not every launched kernel could "
-                               "be compiled for sm_90: " + self.problems[0])
-        return report
+        return {"launches": self.count, "problems": self.problems[:5]}
 
     def install(self, interpreted: bool) -> None:
         """Wrap the launch entry point of Triton's kernels so every launch is seen."""
@@ -372,7 +359,7 @@ class LaunchLog:
         Kind.run = run  # type: ignore[method-assign]
 
 
-def _unwrap(obj: Any) -> Any:
+def unwrap_jit(obj: Any) -> Any:
     """An Autotuner/Heuristics wrapper holds the JITFunction as .fn (possibly nested)."""
     from triton.runtime.jit import JITFunction
 
@@ -383,27 +370,6 @@ def _unwrap(obj: Any) -> Any:
         if obj is None:
             return None
     return None
-
-
-def registers(cubin: bytes) -> int | None:
-    """Registers per thread of the compiled kernel, from the cubin by the cuobjdump bundled
-    with Triton (a real launch reads them from the driver, which needs a GPU)."""
-    from triton import knobs
-
-    try:
-        tool = knobs.nvidia.cuobjdump.path
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(cubin)
-        try:
-            out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True,
-                                 timeout=TOOL_TIMEOUT_S, check=False).stdout.decode("utf-8",
-                                                                                   "replace")
-        finally:
-            os.unlink(f.name)
-    except Exception:
-        return None
-    found = re.findall(r"\bREG:(\d+)", out)
-    return max(int(n) for n in found) if found else None
 
 
 def over_limits(entry: dict[str, Any]) -> list[str]:
@@ -418,88 +384,3 @@ def over_limits(entry: dict[str, Any]) -> list[str]:
             out.append(f"needs {value:,}{' ' + unit if unit else ''} of {what}; sm_90 "
                        f"(H100/H200) allows at most {limit:,}{' ' + unit if unit else ''}")
     return out
-
-
-def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
-    """Compile each recorded launch for sm_90. Returns a JSON-able report: {"ok", "kernels":
-    [{"kernel", "signature", "seconds", "shared", "registers", "threads", "num_warps",
-    "num_stages", "wgmma", "mma", "error"}]}."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    spec = importlib.util.spec_from_file_location("submission_compiled", source_path)
-    if spec is None or spec.loader is None:
-        return {"ok": False, "kernels": [], "error": "the submission could not be loaded again"}
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        return {"ok": False, "kernels": [],
-                "error": f"loading the submission for compilation failed: {exc!r}"[:1000]}
-    jitted = {}
-    for value in vars(module).values():
-        fn = _unwrap(value)
-        if fn is not None:
-            jitted[fn.fn.__name__] = fn
-    reports: list[dict[str, Any]] = []
-    target = GPUTarget(*TARGET)
-    for launch in log.launches.values():
-        fn = jitted.get(launch.kernel)
-        entry: dict[str, Any] = {"kernel": launch.kernel, "signature": launch.signature}
-        if fn is None:
-            entry["error"] = ("launched a function that is not a module-level @triton.jit kernel")
-            reports.append(entry)
-            continue
-        if kernel_fingerprint(fn) != launch.fingerprint:
-            entry["error"] = (
-                "the kernel loaded for the sm_90 compile is not the one the cases launched: its "
-                "code, a @triton.jit function it calls, or the value of a constexpr global it "
-                "reads differs when submission.py is imported again. Define kernels and their "
-                "constexpr globals the same way on every import.")
-            reports.append(entry)
-            continue
-        start = time.perf_counter()
-        try:
-            compiled = triton.compile(
-                ASTSource(fn=fn, signature=launch.signature, constexprs=launch.constexprs,
-                          attrs=launch.attrs), target=target, options=launch.options)
-            ptx = compiled.asm.get("ptx", "")
-            meta = compiled.metadata
-            entry.update(shared=int(meta.shared), num_warps=int(meta.num_warps),
-                         num_stages=int(meta.num_stages), threads=int(meta.num_warps) * TARGET[2],
-                         registers=registers(compiled.asm.get("cubin", b"")),
-                         wgmma=ptx.count("wgmma.mma_async"), mma=ptx.count("mma.sync"))
-            over = over_limits(entry)
-            if over:
-                entry["error"] = ("does not fit an sm_90 thread block: it " + "; it ".join(over)
-                                  + " (a real launch fails with OutOfResources).")
-        except Exception as exc:
-            entry["error"] = _first_lines(f"{type(exc).__name__}: {exc}")
-        entry["seconds"] = round(time.perf_counter() - start, 3)
-        reports.append(entry)
-    return {"ok": bool(reports) and all("error" not in r for r in reports), "kernels": reports}
-
-
-def _first_lines(text: str, lines: int = 12, chars: int = 1500) -> str:
-    return "\n".join(text.splitlines()[:lines])[:chars]
-
-
-def main() -> None:
-    """python aot.py SOURCE LAUNCHES_JSON -> one line "AOT <json report>" on stdout."""
-    import json
-    import sys
-
-    with open(sys.argv[2], encoding="utf-8") as f:
-        data = json.load(f)
-    log = LaunchLog()
-    for item in data:
-        launch = Launch.from_json(item)
-        log.launches[launch.key()] = launch
-    report = compile_launches(sys.argv[1], log)
-    sys.stdout.write("AOT " + json.dumps(report, default=str) + "\n")
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()

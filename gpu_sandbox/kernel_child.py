@@ -1,24 +1,27 @@
-"""The child: the only process that runs the student's kernel code.
+"""The children: the only processes that run the student's kernel code.
 
-Started by run.py (the trusted parent) inside the sandbox as
+Forked by run.py's zygote (zygote.py) inside the sandbox, with torch and Triton already
+imported, each serves one command per line on CMD_FD with one JSON reply per line on REPLY_FD,
+each reply carrying its command's nonce (serve()). MODE is "preview" (the cases in Triton's
+interpreter), "gpu" (the cases on the GPU, then timing), or "compile" (the sm_90 compile of
+what a case child recorded, in a child that never interpreted a kernel). SOURCE is the
+submission.py to load: the one beside this file, or a batched submission's own.
 
-    python -I -B kernel_child.py CMD_FD REPLY_FD MODE [SOURCE]
-
-It imports submission.py (in Triton's interpreter when MODE is "preview"): the one beside it, or
-SOURCE, a batched submission's own submission.py (run.py says when), then answers one
-command per line on CMD_FD with one JSON reply per line on REPLY_FD, each carrying the command's
-nonce:
-
+    {"op": "hello"}   load SOURCE (not in "compile" mode) -> {"kind": "ready"} or "import_error"
     {"op": "case", "in": path, "out": path, "entry": name, "args": [...]}
         load the tensors the parent saved, call entry(*args) on them (moved to the GPU in "gpu"
         mode), save them all back -> {"kind": "done", "seconds": t} or {"kind": "error", ...}
         the reply also lists the torch operations the wrapper itself ran on tensors ("host_ops")
-    {"op": "compile"}   compile every kernel the cases launched for sm_90 -> {"kind": "compiled"}
+    {"op": "launches"}  stop recording; write every launch the cases made to LAUNCHES
+        -> {"kind": "launches", "path": LAUNCHES, "summary": what recording saw}
+    {"op": "compile", "launches": path}   ("compile" mode) compile each launch for sm_90
+        -> {"kind": "compiled", "report": sm90_compile.py's report}
     {"op": "time", ...} (gpu) time the reference kernel and the student's, interleaved
 
-The child never sees an expected output: the parent computes those after the child has answered.
-Its stdout and stderr are the parent's stderr, so nothing it prints can pose as a result; a reply
-it forges costs it the case at most (the parent checks the tensors it saved, not its claims).
+The children never see an expected output: the parent computes those after the child has
+answered. Their stdout and stderr are the parent's stderr, so nothing they print can pose as a
+result; a reply they forge costs them the case at most (the parent checks the tensors it saved,
+not their claims).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUDENT_FILE = "submission.py"
 MAX_FRAMES = 30
+LAUNCHES = "/tmp/kernel-launches.json"
 
 
 def _report(exc: BaseException) -> dict[str, Any]:
@@ -94,7 +98,12 @@ class Child:
         self.source = source
         self.device = "cuda" if mode == "gpu" else "cpu"
         self.log = LaunchLog()
-        self.log.install(interpreted=mode == "preview")
+        if mode != "preview":  # the modes that compile (the interpreter never does)
+            from sm90_compile import sandbox_cache_key
+
+            sandbox_cache_key()
+        if mode != "compile":
+            self.log.install(interpreted=mode == "preview")
         self.module: Any = None
         self.clock: Any = None
         self.flush: Any = None
@@ -106,6 +115,8 @@ class Child:
             self.flush = L2Flush("cuda", torch=torch)
 
     def load_submission(self) -> dict[str, Any]:
+        if self.mode == "compile":  # sm90_compile.compile_launches loads it to compile
+            return {"kind": "ready"}
         try:
             self.module = _load(self.source, "submission")
         except BaseException as exc:  # noqa: BLE001 - SystemExit from the student's file too
@@ -137,32 +148,26 @@ class Child:
         torch.save(back, cmd["out"])
         return {"kind": "done", "seconds": round(seconds, 4), "host_ops": spy.ops[:20]}
 
-    def compile(self) -> dict[str, Any]:
-        """Compile the recorded launches in a fresh process without the interpreter (aot.py
-        says why); the student's prints there go to our stderr, the report is the AOT line."""
-        import subprocess
-
-        path = "/tmp/kernel-launches.json"
-        with open(path, "w", encoding="utf-8") as f:
+    def launches(self) -> dict[str, Any]:
+        """Recording stops (the GPU timing's launches are Triton's own); the launches go to a
+        file for the compile child, with what recording saw."""
+        with open(LAUNCHES, "w", encoding="utf-8") as f:
             json.dump([launch.to_json() for launch in self.log.launches.values()], f)
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        report: dict[str, Any] = {"ok": False, "kernels": []}
-        done = subprocess.run(
-            [sys.executable, "-I", "-B", os.path.join(HERE, "aot.py"),
-             self.source, path],
-            # No wall-clock timeout of its own: run.py's budget counts this process's CPU
-            # time, stops it at its backstop, and one kill ends our whole process group.
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=2, env=env, cwd=HERE)
-        lines = [ln for ln in done.stdout.decode("utf-8", "replace").splitlines()
-                 if ln.startswith("AOT ")]
-        if lines:
-            report = json.loads(lines[-1][4:])
-        else:
-            report["error"] = f"the compiler process ended without a report (exit code " \
-                              f"{done.returncode})"
-        # A launch that could not be recorded (aot.LaunchRefused) fails the step, even if the
-        # wrapper caught the exception.
-        return {"kind": "compiled", "report": self.log.finish(report)}
+        return {"kind": "launches", "path": LAUNCHES, "summary": self.log.close()}
+
+    def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Compile the recorded launches here, in a child forked from the zygote: Triton's
+        interpreter never ran in this process (aot.py says why that matters)."""
+        from aot import Launch, LaunchLog
+        from sm90_compile import compile_launches
+
+        with open(str(cmd["launches"]), encoding="utf-8") as f:
+            data = json.load(f)
+        log = LaunchLog()
+        for item in data:
+            launch = Launch.from_json(item)
+            log.launches[launch.key()] = launch
+        return {"kind": "compiled", "report": compile_launches(self.source, log)}
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from timed_case import time_case
@@ -171,12 +176,11 @@ class Child:
         return {"kind": "timed", "report": report}
 
 
-def main() -> None:
-    cmd_fd, reply_fd, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    source = sys.argv[4] if len(sys.argv) > 4 else os.path.join(HERE, STUDENT_FILE)
+def serve(cmd_fd: int, reply_fd: int, mode: str, source: str) -> None:
+    """Answer the parent's commands until it closes the pipe (zygote.py forks, then calls this)."""
     commands = os.fdopen(cmd_fd, "r", encoding="utf-8")
     replies = os.fdopen(reply_fd, "w", encoding="utf-8")
-    sys.path.insert(0, HERE)
+    source = source or os.path.join(HERE, STUDENT_FILE)
 
     def reply(nonce: str, body: dict[str, Any]) -> None:
         replies.write(json.dumps({**body, "nonce": nonce}) + "\n")
@@ -189,18 +193,16 @@ def main() -> None:
         cmd = json.loads(line)
         op = cmd.get("op")
         try:
-            if op == "case":
+            if op == "case" and mode != "compile":
                 body = child.case(cmd)
-            elif op == "compile":
-                body = child.compile()
-            elif op == "time":
+            elif op == "launches" and mode != "compile":
+                body = child.launches()
+            elif op == "compile" and mode == "compile":
+                body = child.compile(cmd)
+            elif op == "time" and mode == "gpu":
                 body = child.time(cmd)
             else:
                 body = {"kind": "error", "report": {"exception": f"unknown op {op!r}"}}
         except BaseException as exc:  # noqa: BLE001 - the harness's own failure, reported
             body = {"kind": "harness_error", "report": _report(exc)}
         reply(cmd["nonce"], body)
-
-
-if __name__ == "__main__":
-    main()

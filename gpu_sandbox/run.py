@@ -1,8 +1,9 @@
 """The trusted parent of a kernel grading run, inside the sandbox.
 
-    worker --stdin: key, config--> run.py (this) --fd: one command--> kernel_child.py --> submission.py
+    worker --stdin: key, config--> run.py (this) --fd: one command--> child --> submission.py
            <--stdout: one sealed result line--  <--fd: one reply----
            <--stderr: the student's prints, ours--
+                                  run.py --socket: spawn, reap--> zygote --fork--> child
 
 run.py makes every case's inputs from the exercise's kernel/task.py and a seed the worker chose
 (never the student), fills the outputs with NaN, and hands the tensors to the child through a file
@@ -11,19 +12,24 @@ forged file can hold tensors, never code), checks that the inputs are bitwise un
 outputs kept their shape and dtype, and only then computes the expected outputs in float64 with
 task.reference() and compares them with task.tolerance(). So an expected value never exists while
 the student's code runs, and the verdict is ours: the child's replies only say when to look.
+After the cases, the case child hands over the launches it recorded and a compile child builds
+each for sm_90 (compile_step; sm90_compile.py).
 
-This process is non-dumpable before the child exists, reads its key before anything of the
-student's runs (the child's stdin is /dev/null), and writes its result as one line sealed with
-that key (the same keyed BLAKE2b as runners/relay.py), so nothing the child writes can pose as
-the result. Standard library + torch; imports nothing of ours outside gpu_sandbox.
+This process is non-dumpable before any child exists, imports torch once, and forks the zygote
+(zygote.py) before it reads a byte of its stdin; every child is forked from the zygote, so no
+child's memory ever held the key, the config or the seed, and each child's stdin is /dev/null.
+It writes its result as one line sealed with that key (the same keyed BLAKE2b as
+runners/relay.py), so nothing a child writes can pose as the result. Standard library + torch;
+imports nothing of ours outside gpu_sandbox.
 
 A batch (graders/kernel.py grade_batch: the selftest's TRUSTED sources, never a student's) is
 the config's "batch", a list of submission paths in the sandbox (each named submission.py, in a
-folder of its own). Each runs the flow above as if alone: a fresh child given that path, the
+folder of its own). Each runs the flow above as if alone: fresh children given that path, the
 same per-case seeds, its own time budgets and compile step; only this process's torch import,
-the sandbox's start and the Triton cache in /tmp are shared. Each submission's stderr (its
-prints and ours) goes to a file of its own, returned in its report, so the grader reads the same
-output tail as a run of its own. The one sealed line is then {"batch": [report, ...]}.
+the zygote, the sandbox's start and the Triton cache in /tmp are shared. Each submission's
+stderr (its prints and ours) goes to a file of its own, returned in its report, so the grader
+reads the same output tail as a run of its own. The one sealed line is then
+{"batch": [report, ...]}.
 """
 from __future__ import annotations
 
@@ -35,7 +41,6 @@ import secrets
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -44,6 +49,10 @@ if TYPE_CHECKING:
     from cpuclock import Budget
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # the harness's files sit flat beside this one
+
+from zygote import Zygote, ZygoteGone  # noqa: E402
+
 PR_SET_DUMPABLE = 4
 SEAL_BYTES = 16
 RESTARTS = 1  # a crash costs its case; the child is restarted once, not more
@@ -52,7 +61,7 @@ RESTARTS = 1  # a crash costs its case; the child is restarted once, not more
 # longer; with the part's time limit for the cases (CPU seconds too) they stay inside the
 # sandbox's wall clock (graders/kernel.py).
 IMPORT_LIMIT_S = 20.0  # torch + triton + the student's module-level code
-COMPILE_LIMIT_S = 20.0  # aot.py: triton + the submission again, and each kernel's sm_90 build
+COMPILE_LIMIT_S = 20.0  # sm90_compile.py: triton + the submission again, each sm_90 build
 MAX_REPLY_BYTES = 1 << 20
 WORK = "/tmp/kernel-cases"
 BATCH_STDERR = "/tmp/kernel-batch-stderr"
@@ -88,24 +97,21 @@ class ChildTimeout(Exception):
 
 
 class Child:
-    """One kernel_child.py process and its two pipes."""
+    """One child forked by the zygote (kernel_child.py's serve) and its two pipes."""
 
-    def __init__(self, mode: str, source: str | None = None) -> None:
+    def __init__(self, zygote: Zygote, mode: str, source: str | None = None) -> None:
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        env.update({"TRITON_CACHE_DIR": "/tmp/triton-cache", "PYTHONDONTWRITEBYTECODE": "1"})
-        if mode == "preview":
-            env["TRITON_INTERPRET"] = "1"
-        # A batched submission's path is the child's optional last argument; a run of one
-        # starts the child exactly as before (it loads submission.py beside it).
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", os.path.join(HERE, "kernel_child.py"), str(cmd_r),
-             str(reply_w), mode, *([source] if source else [])],
-            stdin=subprocess.DEVNULL, stdout=2, stderr=2, pass_fds=(cmd_r, reply_w), env=env,
-            cwd=HERE, start_new_session=True)  # one kill ends the compiler process too
-        os.close(cmd_r)
-        os.close(reply_w)
+        self.zygote = zygote
+        self.pid: int | None = None
+        try:
+            # Its stdout and stderr are this process's stderr as it is now (a batch's file).
+            self.pid = zygote.spawn(mode, source or "", cmd_r, reply_w, 2)
+        except ZygoteGone:
+            pass  # the first ask() says the child is gone
+        finally:
+            os.close(cmd_r)
+            os.close(reply_w)
         self.buffer = b""
 
     def ask(self, body: dict[str, Any], budget: Budget) -> dict[str, Any]:
@@ -138,10 +144,15 @@ class Child:
                 raise ChildGone("wrote an oversized reply to the grader's channel")
 
     def _how(self) -> str:
+        if self.pid is None:
+            return "could not be started"
         try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+            code = self.zygote.reap(self.pid, 5.0)
+        except ZygoteGone:
+            return "could not be waited for"
+        if code is None:
             return "closed the grader's channel"
+        self.pid = None  # reaped: kill() must not signal a pid that may be reused
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -151,12 +162,16 @@ class Child:
         return f"exited with code {code}"
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        if self.pid is not None:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)  # its session: the compiler's processes too
             except OSError:
-                self.proc.kill()
-            self.proc.wait()
+                pass
+            try:
+                self.zygote.reap(self.pid, 5.0)
+            except ZygoteGone:
+                pass
+            self.pid = None
         for fd in (self.cmd_w, self.reply_r):
             try:
                 os.close(fd)
@@ -174,8 +189,9 @@ def _load_task(torch: Any) -> Any:
     return task
 
 
-def run(config: dict[str, Any], source: str | None = None) -> dict[str, Any]:
-    """One submission's report: `source` (a batch's) or submission.py beside this file."""
+def run(config: dict[str, Any], zygote: Zygote, source: str | None = None) -> dict[str, Any]:
+    """One submission's report: `source` (a batch's) or submission.py beside this file; its
+    children forked by `zygote`."""
     import torch
     from compare import compare_case, poison
     from cpuclock import WALL_FACTOR, Budget
@@ -200,7 +216,7 @@ def run(config: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     restarts = 0
 
     def start() -> tuple[Child | None, dict[str, Any]]:
-        child = Child(mode, source)
+        child = Child(zygote, mode, source)
         try:
             reply = child.ask({"op": "hello"}, Budget(IMPORT_LIMIT_S))
         except ChildTimeout as timeout:
@@ -280,20 +296,9 @@ def run(config: dict[str, Any], source: str | None = None) -> dict[str, Any]:
                 f"your wrapper ran torch operations on tensors ({ops}): the math must happen in "
                 "your @triton.jit kernel; the wrapper may only allocate, reshape and launch"))
     if child is not None:
-        try:
-            reply = child.ask({"op": "compile"}, Budget(COMPILE_LIMIT_S))
-            result["compile"] = reply.get("report")
-        except ChildTimeout as timeout:
-            result["compile"] = {"ok": False, "kernels": [], "busy": timeout.busy,
-                                 "error": "the machine was too busy to compile in time"
-                                 if timeout.busy else "compiling took more than "
-                                 f"{COMPILE_LIMIT_S:g} s of CPU time"}
-            result["busy"] = result.get("busy") or timeout.busy
-            child.kill()
-            child = None
-        except ChildGone as gone:
-            result["compile"] = {"ok": False, "kernels": [], "error": f"the process {gone.how} "
-                                 "while compiling"}
+        result["compile"], busy = compile_step(zygote, child, source)
+        result["busy"] = result.get("busy") or busy
+        if result["compile"].get("child_gone"):
             child = None
     if child is not None and mode == "gpu" and all(
             c.get("status") == "ok" for c in result["cases"]):
@@ -307,7 +312,46 @@ def run(config: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     return result
 
 
-def run_batch(config: dict[str, Any]) -> dict[str, Any]:
+def compile_step(zygote: Zygote, child: Child, source: str | None
+                 ) -> tuple[dict[str, Any], bool]:
+    """(the compile report, whether the machine was too busy): the case child hands over what
+    it recorded, and a compile child (forked from the zygote, never interpreted) compiles it,
+    within one COMPILE_LIMIT_S budget. The report says "child_gone" when the case child
+    stopped (it is then killed)."""
+    from cpuclock import Budget
+    from sm90_compile import finish_report
+
+    budget = Budget(COMPILE_LIMIT_S)
+    compiler: Child | None = None
+    try:
+        summary = child.ask({"op": "launches"}, budget)
+        compiler = Child(zygote, "compile", source)
+        compiler.ask({"op": "hello"}, budget)
+        reply = compiler.ask({"op": "compile", "launches": summary.get("path")}, budget)
+    except ChildTimeout as timeout:
+        child.kill()
+        return {"ok": False, "kernels": [], "busy": timeout.busy, "child_gone": True,
+                "error": "the machine was too busy to compile in time" if timeout.busy
+                else f"compiling took more than {COMPILE_LIMIT_S:g} s of CPU time"
+                }, timeout.busy
+    except ChildGone as gone:
+        if compiler is None:  # the case child stopped
+            child.kill()
+            return {"ok": False, "kernels": [], "child_gone": True,
+                    "error": f"the process {gone.how} while compiling"}, False
+        return {"ok": False, "kernels": [],
+                "error": f"the compile step's process {gone.how}"}, False
+    finally:
+        if compiler is not None:
+            compiler.kill()
+    report = reply.get("report")
+    if not isinstance(report, dict):
+        report = {"ok": False, "kernels": [], "error": "the compiler process ended without a "
+                  "report"}
+    return finish_report(report, summary.get("summary") or {}), False
+
+
+def run_batch(config: dict[str, Any], zygote: Zygote) -> dict[str, Any]:
     """Each submission of config["batch"] run as by run(), one after another, each with its own
     stderr file; one submission's harness failure is its own report ("internal")."""
     reports = []
@@ -320,7 +364,7 @@ def run_batch(config: dict[str, Any]) -> dict[str, Any]:
         os.close(fd)
         start = time.monotonic()
         try:
-            report = run(config, os.path.join(HERE, source))
+            report = run(config, zygote, os.path.join(HERE, source))
         except Exception as exc:
             import traceback
 
@@ -343,15 +387,21 @@ def main() -> int:
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         sys.stderr.write("run.py: prctl(PR_SET_DUMPABLE, 0) failed\n")
         return 3
+    # torch once per run, in this process: the zygote is forked from it, before a byte of
+    # stdin is read, and every child from the zygote (zygote.py).
+    import torch  # noqa: F401
+
+    zygote = Zygote()
     key = bytes.fromhex(sys.stdin.readline().strip())
     config = json.loads(sys.stdin.readline())
-    sys.path.insert(0, HERE)
     try:
-        result = run_batch(config) if "batch" in config else run(config)
+        result = run_batch(config, zygote) if "batch" in config else run(config, zygote)
     except Exception as exc:
         import traceback
 
         result = {"internal": "".join(traceback.format_exception(exc))[-3000:]}
+    finally:
+        zygote.close()
     body = json.dumps(result, allow_nan=False, default=str).encode()
     sys.stdout.buffer.write(b"RESULT " + seal(key, body).encode() + b" " + body + b"\n")
     sys.stdout.flush()
@@ -359,4 +409,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    # The sealed line is written and flushed: skip the interpreter's teardown, which after
+    # importing torch takes a third of a second of the student's wait and nothing else.
+    os._exit(code)

@@ -47,9 +47,10 @@ from graders.code import KiB, MiB, _source_bytes, output_tail, student_traceback
 SEAL_BYTES = 16
 STUDENT_FILE = "submission.py"
 # What the parent needs beside it in the sandbox (flat: it imports them by plain name).
-HARNESS_FILES = ("run.py", "kernel_child.py", "aot.py", "compare.py")
+HARNESS_FILES = ("run.py", "zygote.py", "kernel_child.py", "aot.py", "sm90_compile.py",
+                 "compare.py")
 GPU_HARNESS_FILES = ("timing.py", "timed_case.py")
-# Above the part's own limit (the cases): two interpreters importing torch and Triton, and the
+# Above the part's own limit (the cases): importing torch and Triton and the submission, and the
 # sm_90 compile of each launched kernel (run.py bounds each phase to 20 CPU seconds). The
 # sandbox's RLIMIT_CPU is their sum; its wall clock is a backstop WALL_FACTOR times longer,
 # above run.py's own backstops, so on a busy machine run.py's CPU-time budgets decide. A kernel
@@ -61,6 +62,11 @@ MAX_TIME_LIMIT_S = 40.0
 BUSY_RETRIES = 1
 RESULT_BYTES = 2 * MiB
 TMPFS_BYTES = 512 * MiB
+# The sandbox's CPU quota: the sm_90 compile builds each launched specialisation in its own
+# process, two at a time (gpu_sandbox/sm90_compile.py), which halves most of a student's wait
+# on this two-core machine. The CPU-time budgets count every process, so the limits are as
+# before; only the wall clock is shorter.
+KERNEL_CPUS = 2.0
 
 STATUS_WORDS = {
     "mismatch": "wrong values",
@@ -160,6 +166,7 @@ def sandbox_spec(part: PartSpec, source: bytes | list[bytes], kernel_dir: Path,
         cpu_time_s=cpu,
         memory_bytes=part.memory_mb * MiB,
         tmpfs_bytes=TMPFS_BYTES,
+        cpus=KERNEL_CPUS,
         output_limit_bytes=runs * (part.output_limit_kb * KiB + RESULT_BYTES),
         gpu=0 if device == "gpu" else None,
     )

@@ -71,7 +71,7 @@ from runners.identity import check_identity, count_tasks, fast_spawn_available, 
 from runners.janitor import new_job_dir
 from runners.lanes import NSENTER
 from runners.reap import open_pidfd, parent_of, reap, send_signal, set_subreaper
-from runners.sandbox_env import BASE_ENV, SANDBOX_PYTHON, SANDBOX_VENV, runtime_venv_host_path
+from runners.sandbox_env import SANDBOX_PYTHON, SANDBOX_VENV, payload_env, runtime_venv_host_path
 from runners.seccomp import SeccompUnavailable, build_bpf
 from runners.spec import SandboxResult, SandboxSpec
 
@@ -240,7 +240,7 @@ class BwrapBackend:
             "--clearenv",  # bwrap passes our environment through otherwise (pitfall #5)
             "--info-fd", str(info_fd),
         ]
-        for key, value in {**BASE_ENV, **spec.env}.items():
+        for key, value in payload_env(spec.cpus, spec.env).items():
             opts += ["--setenv", key, value]
         opts += _root_binds()
         opts += [

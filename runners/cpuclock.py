@@ -14,8 +14,9 @@ sandbox's one CPU) is not busy: the CPU time of everything in /proc (the sandbox
 namespace) says where the core went. Only the student's own time is at stake there: a run
 that must wait for its own processes has them to blame.
 
-The sandbox's CPU quota (SandboxSpec.cpus, 1 CPU) bounds how fast CPU time can grow, so a
-budget need not read /proc more often than its remaining seconds run out at that rate. Without a
+The sandbox's CPU quota (SandboxSpec.cpus: 1 CPU, 2 for a kernel run's parallel compile) bounds
+how fast CPU time can grow, so a budget need not read /proc more often than its remaining
+seconds run out at that rate. Without a
 cgroup, RLIMIT_CPU still bounds each process.
 
 Where the sandbox's lane has a CPU-accounting cgroup, runners/bwrap.py binds its counter
@@ -48,8 +49,19 @@ STARVED_SHARE = 0.5
 # processes outside the tree would need three times the tree's CPU to starve it below
 # 1/WALL_FACTOR of the quota, the least that reaches the backstop without spending it.
 OTHERS_FLOOR_S = 0.25
-# The most CPU seconds the sandbox can use per wall second (its CPU quota).
-MAX_CPUS = 1.0
+# The most CPU seconds the sandbox can use per wall second: its CPU quota, which the backends
+# set in ROOFLINE_SANDBOX_CPUS (runners/sandbox_env.py); 1 where unset, or unreadable.
+CPUS_ENV = "ROOFLINE_SANDBOX_CPUS"
+
+
+def _max_cpus() -> float:
+    try:
+        return max(1.0, float(os.environ.get(CPUS_ENV, "1")))
+    except ValueError:
+        return 1.0
+
+
+MAX_CPUS = _max_cpus()
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 # Where runners/bwrap.py binds the lane cgroup's CPU counter (v1 cpuacct.usage or v2 cpu.stat).
 SANDBOX_CPU_FILE = "/run/roofline/cpu-usage"

@@ -49,7 +49,7 @@ from runners.base import SandboxUnavailable
 from runners.capture import CHUNK, DRAIN_S, Captured
 from runners.cgroups import owner_alive, owner_tag
 from runners.cpuclock import CPU_FILES_ENV
-from runners.sandbox_env import BASE_ENV, SANDBOX_PYTHON
+from runners.sandbox_env import SANDBOX_PYTHON, payload_env
 from runners.seccomp import docker_profile_json
 from runners.spec import MiB, SandboxResult, SandboxSpec
 
@@ -336,7 +336,7 @@ class DockerBackend:
         /sandbox; None when the spec has no files (the image's empty /sandbox is used).
         """
         gpu = spec.gpu is not None
-        env = dict(BASE_ENV)
+        env = payload_env(spec.cpus, {})
         # The container's own CPU counter, for the harness's CPU-time budgets (cpuclock.py).
         env[CPU_FILES_ENV] = CONTAINER_CPU_FILES
         if gpu:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 
+# The sandbox's CPU quota (SandboxSpec.cpus) is told to cpuclock.py inside it by this variable.
+from runners.cpuclock import CPUS_ENV
+
 SANDBOX_VENV = "/opt/venv"
 SANDBOX_PYTHON = f"{SANDBOX_VENV}/bin/python"
 # Where the runtime venv lives on the host (bound read-only at SANDBOX_VENV by bwrap).
@@ -28,6 +31,11 @@ BASE_ENV: dict[str, str] = {
     "MKL_NUM_THREADS": "1",
     "MALLOC_ARENA_MAX": "2",
 }
+
+
+def payload_env(cpus: float, extra: dict[str, str]) -> dict[str, str]:
+    """What a payload starts with: BASE_ENV, its CPU quota, then the spec's own variables."""
+    return {**BASE_ENV, CPUS_ENV: f"{cpus:g}", **extra}
 
 
 def runtime_venv_host_path() -> str:

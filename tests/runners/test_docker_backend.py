@@ -32,7 +32,7 @@ import runners
 from runners import SandboxSpec, SandboxUnavailable, get_backend, runtime_python
 from runners import docker as dk
 from runners.cgroups import owner_tag
-from runners.cpuclock import CPU_FILES_ENV
+from runners.cpuclock import CPU_FILES_ENV, CPUS_ENV
 from runners.sandbox_env import BASE_ENV
 from runners.seccomp import docker_profile_json
 from tests.deploy.dockerfile import instructions
@@ -87,7 +87,7 @@ def test_default_spec_mapping() -> None:
     ]
     assert not any(u["Name"] == "as" for u in kw["ulimits"])
     # The allow-list, and where the harness reads the container's own CPU counter.
-    assert kw["environment"] == {**BASE_ENV, CPU_FILES_ENV: dk.CONTAINER_CPU_FILES}
+    assert kw["environment"] == {**BASE_ENV, CPUS_ENV: "1", CPU_FILES_ENV: dk.CONTAINER_CPU_FILES}
     assert kw["working_dir"] == "/sandbox" and kw["hostname"] == "sandbox"
     assert kw["init"] is True
     labels = kw["labels"]
@@ -195,13 +195,14 @@ def test_environment_is_the_allow_list_only(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x" * 40)
     spec = SandboxSpec(argv=["x"], env={"SEED": "7"})
     kw = backend().container_kwargs(spec)
-    assert kw["environment"] == {**BASE_ENV, CPU_FILES_ENV: dk.CONTAINER_CPU_FILES, "SEED": "7"}
+    assert kw["environment"] == {**BASE_ENV, CPUS_ENV: "1", CPU_FILES_ENV: dk.CONTAINER_CPU_FILES,
+                                 "SEED": "7"}
     blob = json.dumps(engine_config(kw))
     for leaked in (secret, "DJANGO_SECRET_KEY", "DATABASE_URL", "postgres://", "AWS_"):
         assert leaked not in blob
     gpu_env = backend().container_kwargs(SandboxSpec(argv=["x"], gpu=1))["environment"]
     assert set(gpu_env) - set(BASE_ENV) == {
-        CPU_FILES_ENV, "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+        CPUS_ENV, CPU_FILES_ENV, "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
 
 
 def test_job_tar_is_read_only_for_the_sandbox_user() -> None:
