@@ -26,8 +26,9 @@ score the case expects. Between steps it waits a random think time around --thin
 Printed: latency percentiles per page kind; submissions graded per second (worker-graded and
 inline); lost submissions, i.e. this run's rows still queued or running after the load stops
 and the queue has had --drain seconds to empty (must be 0); then a second, closed-loop phase
-with --ratio-concurrency logged-in clients and no think time, alternating slices of the
-exercise page and a trivial view (GET /login/, the login form: no query of its own; not
+with --ratio-concurrency logged-in clients and no think time, after a warm-up that opens
+every exercise page twice per web worker (as a server that has been up a while has them
+rendered), alternating slices of the exercise page and a trivial view (GET /login/, the login form: no query of its own; not
 /healthz/, which probes the database and the broker; the clients are logged in, so both pay the
 same session and user look-up), which gives the exercise page's throughput as a ratio to the
 trivial view's, same server, same concurrency, same run. The client runs on the same cores as
@@ -57,7 +58,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as `python bench/load.py`: the project's modules
 # The students and the report, beside this file (on sys.path when run as a script).
-from load_report import drain, latency_table, submission_report  # noqa: E402
+from load_grades import code_phase, in_process_rate  # noqa: E402
+from load_report import drain, grade_rate_report, latency_table, submission_report  # noqa: E402
 from load_students import (  # noqa: E402
     answer_pool,
     load_phase,
@@ -191,6 +193,10 @@ def main() -> int:
                     help="closed-loop seconds for the page/trivial throughput ratio (24)")
     ap.add_argument("--ratio-concurrency", type=int, default=8,
                     help="clients in the throughput-ratio phase (8)")
+    ap.add_argument("--code-seconds", type=float, default=30,
+                    help="closed-loop seconds of code submissions for the grade rate (30)")
+    ap.add_argument("--code-clients", type=int, default=16,
+                    help="students submitting code in the grade-rate phase (16)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = ap.parse_args()
 
@@ -269,6 +275,15 @@ def main() -> int:
             print(f"  exercise page / trivial view = {ex_rps / tr_rps:.2f}")
             if rstats.failed_requests():
                 failed.append(f"{rstats.failed_requests()} requests failed in the ratio phase")
+        if args.code_seconds > 0:
+            code_cases = [c for c in pool.get("code", []) if c.score == 1.0] + \
+                [c for c in pool.get("code", []) if c.score != 1.0]
+            cstats, code_s = asyncio.run(code_phase(args, base, prefix, password, code_cases))
+            lost, waited = drain(prefix, args.drain)
+            grades, grade_s = in_process_rate(code_cases, min(args.code_seconds, 20))
+            lines, problems = grade_rate_report(cstats, code_s, lost, grades, grade_s, args)
+            print("\n" + "\n".join(lines), flush=True)
+            failed.extend(problems)
         if procs.dead():
             failed.append(f"server processes died: {', '.join(procs.dead())}")
     except KeyboardInterrupt:

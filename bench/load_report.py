@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from typing import Any
 
 from load_students import QUEUED_KINDS, Stats
 
@@ -103,3 +104,41 @@ def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[st
     return out, len(errors)
 
 
+
+
+def grade_rate_report(stats: Stats, phase_s: float, lost: int, grades: int, grade_s: float,
+                      args: Any) -> tuple[list[str], list[str]]:
+    """The grade-rate phase's lines, and its problems (lost rows, failed requests, a score
+    other than the selftest's)."""
+    from django.db import connections
+
+    from practice.models import Submission
+
+    rows = {r["pk"]: r for r in Submission.objects.filter(pk__in=list(stats.submitted))
+            .values("pk", "status", "score")}
+    connections.close_all()
+    seen = len(stats.verdict_seen_s)
+    wrong = sum(1 for pk, case in stats.submitted.items()
+                if rows.get(pk, {}).get("status") == Submission.Status.GRADED
+                and abs((rows[pk]["score"] or 0.0) - case.score) > max(case.tolerance, 1e-6))
+    errors = sum(1 for r in rows.values() if r["status"] == Submission.Status.ERROR)
+    site = seen / phase_s
+    alone = grades / grade_s
+    out = [f"grade rate, {args.code_clients} students submitting code in a closed loop for "
+           f"{phase_s:.0f} s, {args.celery_workers} Celery workers:",
+           *latency_table(stats, ["submit code (queued)", "status poll"]),
+           f"  graded through the site: {seen} verdicts = {site:.2f}/s (submit → verdict p50 "
+           f"{pct(stats.verdict_seen_s, 50):.2f} s)" if seen else "  no verdict seen",
+           f"  graded in this process alone, one after another: {grades} in {grade_s:.0f} s "
+           f"= {alone:.2f}/s",
+           f"  site / in-process = {site / alone:.2f}; lost {lost}; grading errors {errors}; "
+           f"scores other than the selftest's {wrong}; refused by the site "
+           f"{sum(stats.refused.values())}"]
+    problems = []
+    if lost:
+        problems.append(f"grade phase: {lost} submissions lost")
+    if stats.failed_requests():
+        problems.append(f"grade phase: {stats.failed_requests()} requests failed")
+    if wrong or errors:
+        problems.append(f"grade phase: {wrong} wrong scores, {errors} grading errors")
+    return out, problems

@@ -259,7 +259,17 @@ async def ratio_phase(args: argparse.Namespace, base: str, prefix: str, password
                 if await stats.call(client, which, "GET", url) is not None:
                     count[which] += 1
 
-        for which in ("exercise", "trivial"):  # warm-up, not counted
+        # Warm-up, not counted: every exercise page a few times per web worker, so each
+        # worker has rendered each variant once (practice/rendered.py keeps it, as a
+        # long-running server would have), then a second of each view.
+        urls = [f"/ex/{slug}/" for slug in slugs] * (2 * args.web_workers)
+
+        async def warm(client: httpx.AsyncClient) -> None:
+            while urls:
+                await stats.call(client, "warm-up", "GET", urls.pop())
+
+        await asyncio.gather(*(warm(c) for c in clients))
+        for which in ("exercise", "trivial"):
             await asyncio.gather(*(loop(c, which, time.monotonic() + 1) for c in clients))
         count = {"exercise": 0, "trivial": 0}
         stats = Stats()

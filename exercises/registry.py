@@ -5,6 +5,7 @@ loading with a message naming the file and the field, so an author sees exactly 
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import math
@@ -378,10 +379,30 @@ def parse_variant(text: str | int) -> str | int:
 
 
 def params_for(spec: ExerciseSpec, variant: str | int) -> dict[str, Any]:
+    """The variant's parameters: a fresh copy each call, the caller's to change.
+
+    Drawn once per process and variant: generate() draws until a variant is sensible, which
+    solves each candidate (a millisecond or more), and every exercise page and grade asks."""
     v = parse_variant(variant)
     if v == CANONICAL_VARIANT:
         return dict(spec.module.CANONICAL)
-    return dict(spec.module.generate(random.Random(int(v))))
+    key = (spec.module, int(v))  # the module: a reloaded exercise draws afresh
+    with _params_lock:
+        hit = _params_cache.get(key)
+        if hit is not None:
+            _params_cache.move_to_end(key)
+    if hit is None:
+        hit = dict(spec.module.generate(random.Random(int(v))))
+        with _params_lock:
+            _params_cache[key] = hit
+            while len(_params_cache) > PARAMS_CACHE_SIZE:
+                _params_cache.popitem(last=False)
+    return copy.deepcopy(hit)
+
+
+PARAMS_CACHE_SIZE = 512  # variants; a few hundred bytes each
+_params_lock = threading.Lock()
+_params_cache: OrderedDict[tuple[Any, int], dict[str, Any]] = OrderedDict()
 
 
 def solve(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Any]:

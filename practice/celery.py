@@ -34,6 +34,7 @@ def _prepare_sandbox(**kwargs: object) -> None:
     otherwise slots come from the pid, so several workers on one machine (tests, `make run`
     next to a test run) never share a slot and the janitor never kills another worker's run.
     """
+    _lower_priority()
     base = os.environ.get("ROOFLINE_SANDBOX_SLOT_BASE")
     if base is not None:
         from billiard.process import current_process
@@ -48,6 +49,19 @@ def _prepare_sandbox(**kwargs: object) -> None:
         # clear error instead of ever running unsandboxed.
         pass
     _warm_text_model()
+
+
+def _lower_priority() -> None:
+    """Grading yields the CPU to the web: this child and the sandboxes it starts run at a
+    niceness of ROOFLINE_WORKER_NICE (default 10; 0 leaves it), so a page a student waits on
+    is served first when the cores are busy grading, and grading takes whatever the web leaves
+    (all of it when the site is quiet). The sandboxes' time limits count CPU seconds
+    (runners/cpuclock.py), so a grade that waits for a core is not failed for it."""
+    from django.conf import settings
+
+    nice = int(getattr(settings, "ROOFLINE_WORKER_NICE", 0))
+    if nice > 0:
+        os.nice(nice)
 
 
 def _warm_text_model() -> None:

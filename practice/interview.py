@@ -173,10 +173,3 @@ def clock(mock: MockInterview, now: datetime | None = None) -> dict[str, object]
     down from) and the same as m:ss (for pages without JavaScript)."""
     left = mock.remaining_s(now or timezone.now())
     return {"mock": mock, "remaining_s": left, "remaining": format_duration(left)}
-
-
-def banner_for(user: User, exercise: Exercise,
-               now: datetime | None = None) -> dict[str, object] | None:
-    """The exercise page's mock banner, when this exercise is in the student's running mock."""
-    mock = running_mock_for(user, exercise, now)
-    return clock(mock, now) if mock is not None else None

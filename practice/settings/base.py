@@ -92,8 +92,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # writing then, SQLite fails at once with "database is locked" (waiting could deadlock),
     # ignoring the timeout: a submission (count in-flight rows, then insert) or a worker's
     # record_result (read the row, then save) failed whenever the other was writing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20,
-                                                          transaction_mode="IMMEDIATE")
+    # WAL: readers never wait for the writer (in the default rollback journal a commit locks
+    # every reader out), so pages keep loading while workers record grades. Synchronous stays
+    # FULL: a commit is on disk when it returns. The mode is kept in the file once set.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=20, transaction_mode="IMMEDIATE", init_command="PRAGMA journal_mode=WAL")
 elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # A database host that drops packets fails a request (and /healthz/) in seconds instead of
     # hanging it for the kernel's TCP timeout; a URL's own ?connect_timeout= wins.
@@ -157,6 +160,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = 90
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_WORKER_MAX_TASKS_PER_CHILD = 200
 CELERY_TASK_DEFAULT_QUEUE = "grade"
+# The niceness a worker's grading children (and their sandboxes) run at: the web's requests
+# come first on busy cores (practice/celery.py). 0 leaves the worker's own.
+ROOFLINE_WORKER_NICE = int(os.environ.get("ROOFLINE_WORKER_NICE", "10"))
 # How often beat runs the sweeper (requeue_stuck). An env knob so the reliability tests can
 # watch a recovery in seconds instead of waiting for the production period.
 ROOFLINE_SWEEP_PERIOD_S = float(os.environ.get("ROOFLINE_SWEEP_PERIOD_S", "30"))

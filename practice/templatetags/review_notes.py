@@ -16,6 +16,8 @@ def mark_reviewed(subs: list[Any]) -> None:
     """Tell each submission whether anything of a review is on it, in two queries for a whole
     page, so that the tag below asks no more for the (many) answers nobody has reviewed."""
     ids = [sub.pk for sub in subs]
+    if not ids:
+        return
     noted = set(Review.objects.filter(submission_id__in=ids).values_list("submission_id",
                                                                            flat=True))
     noted |= set(Comment.objects.filter(submission_id__in=ids).values_list("submission_id",

@@ -128,8 +128,13 @@ def hint_context(user: User, exercise: Exercise, spec: ExerciseSpec, hint: hints
 
 def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
                  interview_mode: bool = False) -> dict[str, Any]:
-    """The exercise page. Interview mode holds the statement's hints back as buttons (only this
-    user's reveals show); practice mode shows the whole statement and records nothing."""
+    """The exercise page. Interview mode (asked for, or always while a mock interview that holds
+    this exercise runs) holds the statement's hints back as buttons (only this user's reveals
+    show); practice mode shows the whole statement and records nothing."""
+    # The running mock, looked up once for the page: it sets the mode, hides the solutions
+    # (interview.solutions_hidden_for's rule) and draws the banner.
+    mock = interview.running_mock_for(user, exercise)
+    interview_mode = interview_mode or mock is not None
     variant = assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
     hint_list: list[dict[str, Any]] = []
@@ -139,7 +144,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
         mine = set(HintReveal.objects.filter(user=user, exercise=exercise)
                    .values_list("hint_id", flat=True))
         hint_list = [hint_context(user, exercise, spec, h, h.id in mine) for h in parsed.hints]
-    hidden = interview.solutions_hidden_for(user, exercise)
+    hidden = mock is not None
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
     # The page is the student's own variant: a review's answers (another variant) are not its.
@@ -164,7 +169,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
                          for name, ev in sorted(evidence.items())],
             # Kernel results timed on a GPU are drawn on a roofline (static/charts.js).
             "charts": bool(evidence) or any(p.type == "kernel" for p in spec.parts),
-            "mock": interview.banner_for(user, exercise)}
+            "mock": interview.clock(mock) if mock is not None else None}
 
 
 def _render_part(request: HttpRequest, exercise: Exercise, part_id: str, error: str = "",
