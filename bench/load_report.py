@@ -106,6 +106,18 @@ def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[st
 
 
 
+def _worker_times(rows: dict[int, dict[str, Any]]) -> list[str]:
+    """Where a site grade's time goes, from its row: waiting in the queue, then in a worker
+    (claim, grade, record: started_at to finished_at)."""
+    done = [r for r in rows.values() if r["started_at"] and r["finished_at"]]
+    if not done:
+        return []
+    waits = [(r["started_at"] - r["queued_at"]).total_seconds() for r in done]
+    runs = [(r["finished_at"] - r["started_at"]).total_seconds() * 1000 for r in done]
+    return [f"  in a worker (claim, grade, record): p50 {pct(runs, 50):.0f} ms, mean "
+            f"{sum(runs) / len(runs):.0f} ms; queue wait p50 {pct(waits, 50):.2f} s"]
+
+
 def grade_rate_report(stats: Stats, phase_s: float, lost: int, grades: int, grade_s: float,
                       args: Any) -> tuple[list[str], list[str]]:
     """The grade-rate phase's lines, and its problems (lost rows, failed requests, a score
@@ -115,7 +127,7 @@ def grade_rate_report(stats: Stats, phase_s: float, lost: int, grades: int, grad
     from practice.models import Submission
 
     rows = {r["pk"]: r for r in Submission.objects.filter(pk__in=list(stats.submitted))
-            .values("pk", "status", "score")}
+            .values("pk", "status", "score", "queued_at", "started_at", "finished_at")}
     connections.close_all()
     seen = len(stats.verdict_seen_s)
     wrong = sum(1 for pk, case in stats.submitted.items()
@@ -130,7 +142,8 @@ def grade_rate_report(stats: Stats, phase_s: float, lost: int, grades: int, grad
            f"  graded through the site: {seen} verdicts = {site:.2f}/s (submit → verdict p50 "
            f"{pct(stats.verdict_seen_s, 50):.2f} s)" if seen else "  no verdict seen",
            f"  graded in this process alone, one after another: {grades} in {grade_s:.0f} s "
-           f"= {alone:.2f}/s",
+           f"= {alone:.2f}/s ({grade_s / max(grades, 1) * 1000:.0f} ms a grade)",
+           *_worker_times(rows),
            f"  site / in-process = {site / alone:.2f}; lost {lost}; grading errors {errors}; "
            f"scores other than the selftest's {wrong}; refused by the site "
            f"{sum(stats.refused.values())}"]

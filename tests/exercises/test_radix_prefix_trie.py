@@ -270,6 +270,24 @@ def test_paged_partial_page_by_hand() -> None:
     assert steps[2]["m"] == [0, 1] and steps[2]["depth"] == 2
 
 
+def test_sibling_pages_that_share_a_first_token_do_not_fail_the_reference() -> None:
+    """A drawn script (bench/load.py's grade phase, page size 2) the reference failed: [2, 2]
+    and [2, 3, 2, 3] are sibling pages under the root that share their first token, so a model
+    keyed by token prefix gave the prefix (2,) to [2, 2]'s slot, lost it with [2, 2]'s evict,
+    then took r1's duplicate slots for cached and called the final evict's shortfall a leaked
+    lock."""
+    ops = [["start", "r1", [2, 3, 2, 3]], ["start", "r2", [2, 2]],
+           ["start", "r3", [2, 3, 2, 3, 1]], ["finish", "r3"],
+           ["start", "r4", [2, 3, 2, 3, 1, 2, 1, 1, 2, 3, 3]], ["match", [2, 3, 2, 3, 1, 2]],
+           ["finish", "r2"], ["evict", 0], ["start", "r5", [3, 1]],
+           ["start", "r6", [3, 2, 1, 1, 3, 3, 3]], ["finish", "r1"], ["finish", "r6"],
+           ["evict", 7]]
+    case = checks.make_case("random-064", ops, 2, 23)
+    results = CODE_PART.check(reference, [case], [{"output": driver.run_case(
+        reference, case["input"])}])
+    assert all(c.passed for c in results), [c.message for c in results if not c.passed]
+
+
 # --- the hidden cases and the checks' plumbing --------------------------------------------------
 
 def test_hidden_cases_are_deterministic_per_seed() -> None:

@@ -463,10 +463,13 @@ class _Pins:
         self.page = page
         # rid -> (tokens, matched slots, own slots) of each request the ledger let run
         self.running: dict[str, tuple[list[int], list[int], list[int]]] = {}
-        # token prefix -> the slot of its last token, for every token the cache holds. Kept by
+        # page-aligned token prefix -> the slots of its last page, for every page the cache
+        # holds. By whole pages because the tree compares keys a page at a time: with pages of
+        # 2, [2, 2] and [2, 3, 2, 3] are siblings under the root that share the token 2, and a
+        # model keyed by token prefix would give (2,) to one and lose it with the other. Kept by
         # prefix, not by insert's count: a wrong count misleads the driver's frees, not what the
         # tree stores, and the insert check already charges it.
-        self.cached: dict[tuple[int, ...], int] = {}
+        self.cached: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def pinned(self) -> dict[int, str]:
         return {x: rid for rid, (_, matched, _) in self.running.items() for x in matched}
@@ -475,20 +478,20 @@ class _Pins:
               handed: list[int] | None) -> None:
         """Play the operation's effects on the model, in the driver's order."""
         gone = set(freed)
-        self.cached = {k: x for k, x in self.cached.items() if x not in gone}
+        self.cached = {k: x for k, x in self.cached.items() if not gone.intersection(x)}
         if op[0] == "start" and handed is not None:
             self.running[str(op[1])] = (list(op[2]), [int(x) for x in s["m"]], handed)
         elif op[0] == "finish" and str(op[1]) in self.running:
             tokens, matched, own = self.running.pop(str(op[1]))
             aligned = len(tokens) - len(tokens) % self.page
             values = matched + own
-            # insert walks the tokens the tree already has and stores the rest as a new leaf,
-            # in whole pages
+            # insert walks the pages the tree already has and stores the rest as a new leaf
+            page = self.page
             had = 0
-            while had < aligned and tuple(tokens[:had + 1]) in self.cached:
-                had += 1
-            for end in range(had - had % self.page + 1, aligned + 1):
-                self.cached[tuple(tokens[:end])] = values[end - 1]
+            while had + page <= aligned and tuple(tokens[:had + page]) in self.cached:
+                had += page
+            for end in range(had + page, aligned + 1, page):
+                self.cached[tuple(tokens[:end])] = tuple(values[end - page:end])
 
 
 def _node_of(nodes: list[list[Any]] | None, slots: list[int]) -> str:
@@ -517,7 +520,8 @@ def _judge_pins(i: int, op: Op, s: dict[str, Any], asked: int, pins: _Pins,
              "every node from the one match_prefix returned up to the root (a split copies the "
              "count to the new upper node), and evict never takes a node with lock_ref > 0.")
     elif asked > 0 and len(freed) < asked:
-        kept = sorted(set(pins.cached.values()) - set(freed) - set(pinned))
+        held = {x for page in pins.cached.values() for x in page}
+        kept = sorted(held - set(freed) - set(pinned))
         if kept:
             fail(LOCKS, i, f"evict({asked}) freed only {len(freed)} token(s), so it ran out of "
                  f"unlocked leaves; yet the cache still holds {_node_of(after, kept)}, which no "
