@@ -52,7 +52,8 @@ def latency_table(stats: Stats, order: list[str]) -> list[str]:
 
 
 def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[str], int]:
-    """Figures from the rows themselves: graded per second, phases, errors, score checks."""
+    """Figures from the rows themselves: graded per second, phases, errors, score checks; and
+    how many rows scored other than the selftest says."""
     from django.db import connections
 
     from practice.models import Submission
@@ -91,17 +92,41 @@ def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[st
     inline = [r for r in rows if r["part_type"] not in QUEUED_KINDS]
     out.append(f"inline-graded: {len(inline)} in {load_s:.0f} s = {len(inline) / load_s:.2f}/s")
     scores = {r["pk"]: r["score"] for r in rows}
-    checked = mismatched = 0
+    checked = 0
+    differ: list[int] = []
     for pk, case in stats.submitted.items():
         score = scores.get(pk)
         if score is None:
             continue
         checked += 1
-        mismatched += abs(score - case.score) > max(case.tolerance, 1e-6)
-    out.append(f"scores as the selftest expects: {checked - mismatched} of {checked}"
-               + (f" ({mismatched} differ)" if mismatched else ""))
+        if abs(score - case.score) > max(case.tolerance, 1e-6):
+            differ.append(pk)
+    out.append(f"scores as the selftest expects: {checked - len(differ)} of {checked}"
+               + (f" ({len(differ)} differ)" if differ else ""))
+    out.extend(differing_scores(stats, differ))
     out.append(f"grading errors (status error): {len(errors)}")
-    return out, len(errors)
+    return out, len(differ)
+
+
+def differing_scores(stats: Stats, pks: list[int]) -> list[str]:
+    """Each row whose score is not the selftest's: what was answered and what the grade said
+    (a right answer marked wrong, or the reverse, is the worst bug the site can have)."""
+    from django.db import connections
+
+    from practice.models import Submission
+
+    out = []
+    for sub in Submission.objects.filter(pk__in=pks).select_related("exercise"):
+        case = stats.submitted[sub.pk]
+        result = sub.result or {}
+        failed = [c for c in result.get("checks", []) if not c.get("passed")]
+        out.append(f"  DIFFERS #{sub.pk} {case.slug}/{case.part_id} ({case.kind}, seed of the "
+                   f"row): expected {case.score}, got {sub.score} ({sub.verdict}); answer "
+                   f"{case.answer[:80]!r}; {result.get('feedback', '')[:300]}")
+        for check in failed[:2]:
+            out.append(f"    {check.get('name')}: {str(check.get('message'))[:1500]}")
+    connections.close_all()
+    return out
 
 
 

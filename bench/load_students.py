@@ -94,6 +94,8 @@ def prepare_database(students: int, run: str, pool: dict[str, list[Case]]) -> tu
 @dataclass
 class Stats:
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # when each timed request was sent (time.monotonic()), beside its latency
+    sent_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     failures: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     refused: Counter[str] = field(default_factory=Counter)
     submitted: dict[int, Case] = field(default_factory=dict)
@@ -103,16 +105,28 @@ class Stats:
     async def call(self, client: httpx.AsyncClient, kind: str, method: str, url: str,
                    ok: tuple[int, ...] = (200,), **kw: Any) -> httpx.Response | None:
         t0 = time.perf_counter()
+        sent = time.monotonic()
         try:
             r = await client.request(method, url, **kw)
         except httpx.HTTPError as exc:
             self.failures[kind][type(exc).__name__] += 1
             return None
         self.latency[kind].append(time.perf_counter() - t0)
+        self.sent_at[kind].append(sent)
         if r.status_code not in ok:
             self.failures[kind][f"HTTP {r.status_code}"] += 1
             return None
         return r
+
+    def since(self, moment: float) -> Stats:
+        """The latencies of the requests sent at `moment` or later (failures not kept)."""
+        out = Stats()
+        for kind, values in self.latency.items():
+            for sent, value in zip(self.sent_at[kind], values, strict=True):
+                if sent >= moment:
+                    out.latency[kind].append(value)
+                    out.sent_at[kind].append(sent)
+        return out
 
     def failed_requests(self) -> int:
         return sum(sum(c.values()) for c in self.failures.values())

@@ -73,6 +73,14 @@ def _remove_dir(path: str) -> None:
     os.rmdir(path)
 
 
+def cpu_weight(nice: int) -> int:
+    """The lane cgroup's cpu.weight (1..10000, 100 = nice 0) for a worker at this niceness:
+    the kernel's own nice-to-weight step, 1.25x per level. Processes in a cgroup compete with
+    the rest of the machine as one group, at the group's weight, whatever their own niceness:
+    without this a worker's `os.nice` (practice/celery.py) would not reach its sandboxes."""
+    return max(1, min(10000, round(100 / 1.25 ** max(-20, min(19, nice)))))
+
+
 def _write(path: str, value: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -296,8 +304,10 @@ class LaneCgroup:
             self._set(os.path.join(directory, fname), value)
 
     def configure(self, *, memory_bytes: int, pids: int, cpus: float) -> None:
-        """Write this run's limits (only those that differ from the last run's)."""
+        """Write this run's limits (only those that differ from the last run's), and a CPU
+        weight that follows the worker's niceness (cpu_weight)."""
         quota = max(1000, int(cpus * CFS_PERIOD_US))
+        weight = cpu_weight(os.getpriority(os.PRIO_PROCESS, 0))
         try:
             if self.setup.version == "v1":
                 self._configure_v1_memory(memory_bytes)
@@ -306,11 +316,13 @@ class LaneCgroup:
                     cpu = self.dirs["cpu"]
                     self._set(os.path.join(cpu, "cpu.cfs_period_us"), str(CFS_PERIOD_US))
                     self._set(os.path.join(cpu, "cpu.cfs_quota_us"), str(quota))
+                    self._set_optional(cpu, "cpu.shares", str(round(weight * 1024 / 100)))
             else:
                 d = self.dirs["unified"]
                 self._set(os.path.join(d, "memory.max"), str(memory_bytes))
                 self._set(os.path.join(d, "pids.max"), str(pids))
                 self._set_optional(d, "cpu.max", f"{quota} {CFS_PERIOD_US}")
+                self._set_optional(d, "cpu.weight", str(weight))
         except OSError as exc:
             raise CgroupError(f"cannot set limits on cgroup {self.name}: {exc}") from exc
 

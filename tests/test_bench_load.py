@@ -2,7 +2,7 @@
 
 The benchmark's own figures are not checked (they depend on the machine); only that the whole
 chain (gunicorn, Celery workers, log-in, browsing, inline and queued grading, status polling,
-drain, cleanup) works and that it reports `lost: 0`.
+drain, grade-rate phase, cleanup) works and that it reports `lost: 0`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def test_a_short_load_run_loses_nothing() -> None:
            if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "ROOFLINE_VAR_DIR")}
     proc = subprocess.run(
         [sys.executable, "bench/load.py", "--duration", "5", "--students", "3", "--think", "1",
-         "--ratio-seconds", "2", "--ratio-concurrency", "2", "--drain", "120"],
+         "--ratio-seconds", "2", "--ratio-concurrency", "2", "--drain", "120",
+         "--code-seconds", "4", "--code-clients", "2"],
         cwd=ROOT, env=env, capture_output=True, text=True,
         # About 40 s on two idle cores (server start-up is most of it); the margin is for a
         # machine shared with other test runs. --drain bounds the wait for the queue.
@@ -33,3 +34,4 @@ def test_a_short_load_run_loses_nothing() -> None:
     assert proc.returncode == 0, out[-6000:]
     assert "lost: 0 " in out, out[-3000:]
     assert "exercise page / trivial view = " in out
+    assert "site / in-process = " in out

@@ -376,3 +376,30 @@ def test_owner_tag_names_this_process() -> None:
     assert tag.startswith(f"{os.getpid()}.") and cg.owner_alive(tag)
     assert not cg.owner_alive("999999999.1")
     assert cg._owner_of(f"{cg.PREFIX}{tag}-3.2") == tag
+
+
+def test_a_lane_weighs_as_its_worker_is_nice_v2(v2: tuple[FakeFS, str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker at niceness 10 (practice/celery.py) gets lanes that weigh as nice 10: the
+    kernel's 1.25x per level, as cpu.weight (v2, 100 = nice 0) or cpu.shares (v1, 1024)."""
+    assert [cg.cpu_weight(n) for n in (0, 10, 19, -20)] == [100, 11, 1, 8674]
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 10)
+    fs, parent = v2
+    monkeypatch.setattr(fs, "_files_for", lambda path: {**V2_FILES, "cpu.weight": "100\n"})
+    lane = cg.LaneCgroup(cg.detect_v2_at(parent), "roofline-sbx-1.2-0.1")
+    lane.create()
+    lane.configure(memory_bytes=256 << 20, pids=33, cpus=1)
+    assert fs.files_of(lane.dirs["unified"])["cpu.weight"] == "11"
+
+
+def test_a_lane_weighs_as_its_worker_is_nice_v1(v1: tuple[FakeFS, cg.CgroupSetup],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 10)
+    fs, setup = v1
+    monkeypatch.setattr(fs, "_files_for", lambda path: {
+        **V1_FILES[Path(path).parent.name],
+        **({"cpu.shares": "1024\n"} if Path(path).parent.name == "cpu" else {})})
+    lane = cg.LaneCgroup(setup, "roofline-sbx-1.2-0.2")
+    lane.create()
+    lane.configure(memory_bytes=256 << 20, pids=33, cpus=1)
+    assert fs.files_of(lane.dirs["cpu"])["cpu.shares"] == "113"
