@@ -26,10 +26,17 @@ engine_up() {
   docker info >/dev/null 2>&1
 }
 
+have_compose() {
+  command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1
+}
+
+# The engine and a Compose CLI (tests/deploy/test_stack.py brings the stack up with it).
 install_engine() {
-  command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1 && return 0
-  echo "docker_engine: installing docker.io"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1 && have_compose \
+    && return 0
+  echo "docker_engine: installing docker.io and docker-compose"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io \
+    docker-compose >/dev/null
 }
 
 write_config() {

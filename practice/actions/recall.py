@@ -109,7 +109,7 @@ def open_review(user: User, item_id: int, now: datetime) -> RecallItem:
             return item
         own = (Assignment.objects.filter(user=user, exercise=item.exercise)
                .values_list("variant", flat=True).first())
-        item.variant = draw_variant({v for v in (own, item.variant) if v})
+        item.variant = draw_variant(item.exercise.slug, {v for v in (own, item.variant) if v})
         item.variant_drawn_at = now
         item.variant_answered_at = None
         item.save(update_fields=["variant", "variant_drawn_at", "variant_answered_at"])
