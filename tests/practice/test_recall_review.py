@@ -60,7 +60,7 @@ def _open(client: Client, item: RecallItem, drawn: str = DRAWN) -> str:
     with mock.patch("practice.actions.recall.draw_variant", return_value=drawn) as draw:
         r = client.get(f"/today/{item.pk}/review/")
     assert r.status_code == 200
-    _open.avoided = draw.call_args.args[0] if draw.called else None  # type: ignore[attr-defined]
+    _open.avoided = draw.call_args.args[1] if draw.called else None  # type: ignore[attr-defined]
     return r.content.decode()
 
 
@@ -115,7 +115,7 @@ def test_today_opens_the_review_in_place_of_the_row(client: Client, ann: User,
 
 def test_draw_variant_avoids_the_variants_it_is_told_to() -> None:
     with mock.patch("random.SystemRandom.randrange", side_effect=[5, 3, 9]):
-        assert draw_variant({"5", "3"}) == "9"
+        assert draw_variant(SLUG, {"5", "3"}) == "9"
 
 
 def test_the_first_review_answer_reschedules_and_later_ones_do_not(
