@@ -158,16 +158,12 @@ class Child:
     def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Compile the recorded launches here, in a child forked from the zygote: Triton's
         interpreter never ran in this process (aot.py says why that matters)."""
-        from aot import Launch, LaunchLog
+        from aot import Launch
         from sm90_compile import compile_launches
 
         with open(str(cmd["launches"]), encoding="utf-8") as f:
-            data = json.load(f)
-        log = LaunchLog()
-        for item in data:
-            launch = Launch.from_json(item)
-            log.launches[launch.key()] = launch
-        return {"kind": "compiled", "report": compile_launches(self.source, log)}
+            launches = [Launch.from_json(item) for item in json.load(f)]
+        return {"kind": "compiled", "report": compile_launches(self.source, launches)}
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from timed_case import time_case

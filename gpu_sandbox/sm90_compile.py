@@ -20,11 +20,10 @@ import tempfile
 import time
 from typing import Any
 
-from aot import TARGET, Launch, LaunchLog, kernel_fingerprint, over_limits, unwrap_jit
+from aot import TARGET, Launch, kernel_fingerprint, over_limits, unwrap_jit
+from cpuclock import MAX_CPUS
 
 TOOL_TIMEOUT_S = 10.0
-# The sandbox's CPU quota, in the variable runners/sandbox_env.py sets (cpuclock.py reads it too).
-CPUS_ENV = "ROOFLINE_SANDBOX_CPUS"
 
 
 def sandbox_cache_key() -> None:
@@ -62,7 +61,7 @@ def registers(cubin: bytes) -> int | None:
     return max(int(n) for n in found) if found else None
 
 
-def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
+def compile_launches(source_path: str, launches: list[Launch]) -> dict[str, Any]:
     """Compile each recorded launch for sm_90, in as many processes as the sandbox has CPUs
     (compile_all). Returns a JSON-able report: {"ok", "kernels": [{"kernel", "signature",
     "seconds", "shared", "registers", "threads", "num_warps", "num_stages", "wgmma", "mma",
@@ -81,16 +80,9 @@ def compile_launches(source_path: str, log: LaunchLog) -> dict[str, Any]:
         fn = unwrap_jit(value)
         if fn is not None:
             jitted[fn.fn.__name__] = fn
-    reports = compile_all(jitted, list(log.launches.values()), sandbox_cpus())
+    # As many processes as the sandbox has whole CPUs (cpuclock reads its quota).
+    reports = compile_all(jitted, launches, int(MAX_CPUS))
     return {"ok": bool(reports) and all("error" not in r for r in reports), "kernels": reports}
-
-
-def sandbox_cpus() -> int:
-    """The sandbox's CPU quota in whole CPUs (runners/sandbox_env.py sets it; 1 if unset)."""
-    try:
-        return max(1, int(float(os.environ.get(CPUS_ENV, "1"))))
-    except ValueError:
-        return 1
 
 
 def compile_all(jitted: dict[str, Any], launches: list[Launch], workers: int
