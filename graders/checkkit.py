@@ -67,6 +67,56 @@ def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
     return drawn
 
 
+# --- strategies built once -----------------------------------------------------------------
+# A composite that writes `draw(st.integers(0, n))` builds a new strategy object on every draw,
+# and Hypothesis then looks it up in its own cache and validates it again: about half of a
+# whole draw's time in the scripted exercises. Built once per process and reused, the same
+# strategy draws the same values for the same seed, at about half the cost.
+_BUILT: dict[tuple[Any, ...], st.SearchStrategy[Any]] = {}
+MAX_BUILT = 4096
+
+
+def _built(factory: Callable[..., st.SearchStrategy[Any]], *args: Any,
+           **kwargs: Any) -> st.SearchStrategy[Any]:
+    key = (factory, args, tuple(sorted(kwargs.items())))
+    try:
+        hit = _BUILT.get(key)
+    except TypeError:  # an unhashable argument (a list of lists): built each time
+        return factory(*args, **kwargs)
+    if hit is None:
+        if len(_BUILT) >= MAX_BUILT:  # a key that never repeats (a strategy built afresh
+            _BUILT.clear()            # as an argument) must not grow a worker's memory
+        hit = _BUILT[key] = factory(*args, **kwargs)
+    return hit
+
+
+def integers(min_value: int, max_value: int) -> st.SearchStrategy[int]:
+    """st.integers(min_value, max_value), built once."""
+    return _built(st.integers, min_value, max_value)
+
+
+def sampled_from(options: Sequence[T]) -> st.SearchStrategy[T]:
+    """st.sampled_from(options), built once per distinct options (a list is keyed as a tuple:
+    the same elements in the same order draw the same values)."""
+    return _built(st.sampled_from, tuple(options) if isinstance(options, list) else options)
+
+
+def booleans() -> st.SearchStrategy[bool]:
+    """st.booleans(), built once."""
+    return _built(st.booleans)
+
+
+def lists(elements: st.SearchStrategy[T], **sizes: Any) -> st.SearchStrategy[list[T]]:
+    """st.lists(elements, **sizes), built once per element strategy and sizes (give it a
+    strategy built once, so that it is the same key each time)."""
+    return _built(st.lists, elements, **sizes)
+
+
+def tuples(*parts: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
+    """st.tuples(*parts), built once per part strategies."""
+    return _built(st.tuples, *parts)
+
+
 def drawn_cases(cases: Sequence[Case], drawn: Iterable[dict[str, Any]]) -> list[Case]:
     """The drawn inputs as new cases `random-001`, `random-002`, ...: each input that no case
     in `cases` has and no earlier draw had (compared as canonical JSON), numbered in draw order.

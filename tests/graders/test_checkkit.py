@@ -106,3 +106,38 @@ def test_judge_each_judges_every_case_in_order_then_summarises() -> None:
     assert seen == ["b", "a"]
     assert [(c.name, c.passed) for c in checks] == [("equal", False)]
     assert checks[0].message == "1 of 2 workloads fail. Smallest: got 0, expected 1"
+
+
+@st.composite
+def _script_built_each_time(draw: st.DrawFn) -> list[Any]:
+    n = draw(st.integers(1, 6))
+    return [draw(st.lists(st.sampled_from((1, 2, 3)), max_size=n)), draw(st.booleans()),
+            draw(st.tuples(st.integers(0, 9), st.sampled_from(["a", "b"])))]
+
+
+@st.composite
+def _script_built_once(draw: st.DrawFn) -> list[Any]:
+    n = draw(checkkit.integers(1, 6))
+    return [draw(checkkit.lists(checkkit.sampled_from((1, 2, 3)), max_size=n)),
+            draw(checkkit.booleans()),
+            draw(checkkit.tuples(checkkit.integers(0, 9), checkkit.sampled_from(["a", "b"])))]
+
+
+def test_strategies_built_once_draw_what_fresh_ones_draw() -> None:
+    # The exercises' hidden cases must not change with the cache: same seed, same values,
+    # whether the strategies are new, cached from an earlier draw, or the cache was cleared.
+    fresh = checkkit.draw(_script_built_each_time(), 5, 40)
+    checkkit._BUILT.clear()
+    assert checkkit.draw(_script_built_once(), 5, 40) == fresh
+    assert checkkit.draw(_script_built_once(), 5, 40) == fresh
+
+
+def test_the_built_strategies_are_reused_and_bounded(monkeypatch: Any) -> None:
+    assert checkkit.integers(0, 7) is checkkit.integers(0, 7)
+    assert checkkit.sampled_from([1, 2]) is checkkit.sampled_from((1, 2))
+    assert checkkit.sampled_from([[1], [2]]) is not checkkit.sampled_from([[1], [2]])
+    monkeypatch.setattr(checkkit, "MAX_BUILT", 3)
+    checkkit._BUILT.clear()
+    for n in range(10):  # keys that never repeat
+        checkkit.integers(0, n)
+        assert len(checkkit._BUILT) <= 3

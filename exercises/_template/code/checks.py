@@ -40,8 +40,8 @@ def _random_input(draw: st.DrawFn) -> dict[str, Any]:
     # Every integer drawn is below 100 and scaled here: Hypothesis mixes literals of 100 and
     # more found in loaded source files into its draws, and which files are loaded differs
     # between the worker, the CLI and the tests, so larger draws would differ between processes.
-    tokens = draw(st.integers(0, 99)) * draw(st.sampled_from((1, 7, 33)))
-    return {"num_tokens": tokens, "block_size": draw(st.sampled_from((1, 2, 4, 16, 32)))}
+    tokens = draw(checkkit.integers(0, 99)) * draw(checkkit.sampled_from((1, 7, 33)))
+    return {"num_tokens": tokens, "block_size": draw(checkkit.sampled_from((1, 2, 4, 16, 32)))}
 
 
 @lru_cache(maxsize=16)

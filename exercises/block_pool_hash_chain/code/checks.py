@@ -191,27 +191,27 @@ def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
     """A random script over the token alphabet {1, 2} (or {1, 2, 3}), so equal blocks and hash
     collisions abound. Every integer drawn is below 100 (see Q41's checks on why)."""
     ref = _reference()
-    B = draw(st.sampled_from((1, 2, 2, 3, 4)))
-    N = draw(st.integers(3, 12))
-    hash_name = draw(st.sampled_from(("sha256", "const", "mod3")))
-    alphabet = draw(st.sampled_from(((1, 2), (1, 2), (1, 2, 3))))
+    B = draw(checkkit.sampled_from((1, 2, 2, 3, 4)))
+    N = draw(checkkit.integers(3, 12))
+    hash_name = draw(checkkit.sampled_from(("sha256", "const", "mod3")))
+    alphabet = draw(checkkit.sampled_from(((1, 2), (1, 2), (1, 2, 3))))
     pool = ref.BlockPool(N, B)  # tracks which requests are running
     ops: list[list[Any]] = []
     running: list[str] = []
-    for i in range(draw(st.integers(2, 10))):
-        kind = draw(st.sampled_from(("allocate", "allocate", "allocate", "free", "free",
+    for i in range(draw(checkkit.integers(2, 10))):
+        kind = draw(checkkit.sampled_from(("allocate", "allocate", "allocate", "free", "free",
                                      "lookup", "hashes")))
         if kind == "free" and not running:
             kind = "allocate"
         if kind == "free":
-            rid = running.pop(draw(st.integers(0, len(running) - 1)))
-            tail_first = draw(st.sampled_from((True, True, True, False)))
+            rid = running.pop(draw(checkkit.integers(0, len(running) - 1)))
+            tail_first = draw(checkkit.sampled_from((True, True, True, False)))
             pool.free(rid, tail_first)
             ops.append(["free", rid, tail_first])
             continue
-        n = max(1, draw(st.integers(0, 6)) * B + draw(st.integers(0, B - 1)))
-        tokens = draw(st.lists(st.sampled_from(alphabet), min_size=n, max_size=n))
-        extra = draw(st.sampled_from((None, None, None, None, "t1", "t2")))
+        n = max(1, draw(checkkit.integers(0, 6)) * B + draw(checkkit.integers(0, B - 1)))
+        tokens = draw(checkkit.lists(checkkit.sampled_from(alphabet), min_size=n, max_size=n))
+        extra = draw(checkkit.sampled_from((None, None, None, None, "t1", "t2")))
         if kind == "allocate":
             rid = f"r{i}"
             if pool.allocate(rid, tokens, extra) is not None:

@@ -259,26 +259,26 @@ def _diagnose(inp: dict[str, Any], got: float, expected: float) -> str:
 
 @st.composite
 def _random_proportions(draw: st.DrawFn) -> dict[str, Any]:
-    p0 = draw(st.sampled_from(P0S))
-    p1 = round(p0 * (1 + draw(st.sampled_from(LIFTS))), 10)
+    p0 = draw(checkkit.sampled_from(P0S))
+    p1 = round(p0 * (1 + draw(checkkit.sampled_from(LIFTS))), 10)
     if p1 >= 0.95:
         p1 = round((p0 + 1) / 2, 10)  # still a regression, still a rate
-    return {"fn": "proportions", "args": [p0, p1, draw(st.sampled_from(ALPHAS)),
-                                         draw(st.sampled_from(POWERS))],
-            "known_baseline": draw(st.booleans())}
+    return {"fn": "proportions", "args": [p0, p1, draw(checkkit.sampled_from(ALPHAS)),
+                                         draw(checkkit.sampled_from(POWERS))],
+            "known_baseline": draw(checkkit.booleans())}
 
 
 @st.composite
 def _random_mean(draw: st.DrawFn) -> dict[str, Any]:
-    return {"fn": "mean", "args": [draw(st.sampled_from(SHIFTS)), draw(st.sampled_from(CVS)),
-                                   draw(st.sampled_from(ALPHAS)), draw(st.sampled_from(POWERS))]}
+    return {"fn": "mean", "args": [draw(checkkit.sampled_from(SHIFTS)), draw(checkkit.sampled_from(CVS)),
+                                   draw(checkkit.sampled_from(ALPHAS)), draw(checkkit.sampled_from(POWERS))]}
 
 
 @st.composite
 def _random_minutes(draw: st.DrawFn) -> dict[str, Any]:
-    n = draw(st.integers(1, 99)) * 10 ** draw(st.integers(0, 5))
-    rps = draw(st.integers(1, 99)) * 10 ** draw(st.integers(0, 2))
-    return {"fn": "minutes", "args": [n, rps, draw(st.sampled_from(FRACTIONS))]}
+    n = draw(checkkit.integers(1, 99)) * 10 ** draw(checkkit.integers(0, 5))
+    rps = draw(checkkit.integers(1, 99)) * 10 ** draw(checkkit.integers(0, 2))
+    return {"fn": "minutes", "args": [n, rps, draw(checkkit.sampled_from(FRACTIONS))]}
 
 
 # Draws per function: one Hypothesis run each (a single run's sampled_from over the function is far

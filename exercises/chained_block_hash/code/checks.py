@@ -161,32 +161,32 @@ def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
     integer drawn is below 100 (see Q41's checks: Hypothesis mixes literals >= 100 from loaded
     source into its draws, which would make the cases differ between processes)."""
     ref = _reference()
-    B = draw(st.sampled_from((1, 2, 4, 16)))
+    B = draw(checkkit.sampled_from((1, 2, 4, 16)))
     max_blocks = {1: 12, 2: 10, 4: 8, 16: 12}[B]  # prompts up to 207 tokens
-    N = draw(st.integers(3, 2 * max_blocks + 4))
-    hash_name = draw(st.sampled_from(("sha256", "sha256", "sha256", "blake2b")))
-    alphabet = draw(st.sampled_from((2, 3, 40)))
-    rng = random.Random(draw(st.integers(0, 99)))
+    N = draw(checkkit.integers(3, 2 * max_blocks + 4))
+    hash_name = draw(checkkit.sampled_from(("sha256", "sha256", "sha256", "blake2b")))
+    alphabet = draw(checkkit.sampled_from((2, 3, 40)))
+    rng = random.Random(draw(checkkit.integers(0, 99)))
     docs = [[rng.randint(1, alphabet) for _ in range((max_blocks + 1) * B)] for _ in range(3)]
     model = ref.PrefixCacheModel(N, B)  # tracks which requests are running
     ops: list[list[Any]] = []
     running: list[str] = []
-    for i in range(draw(st.integers(2, 10))):
-        kind = draw(st.sampled_from(("allocate", "allocate", "allocate", "free", "free",
+    for i in range(draw(checkkit.integers(2, 10))):
+        kind = draw(checkkit.sampled_from(("allocate", "allocate", "allocate", "free", "free",
                                      "lookup", "request_hashes")))
         if kind == "free" and not running:
             kind = "allocate"
         if kind == "free":
-            rid = running.pop(draw(st.integers(0, len(running) - 1)))
+            rid = running.pop(draw(checkkit.integers(0, len(running) - 1)))
             model.free(rid)
             ops.append(["free", rid])
             continue
-        doc = docs[draw(st.sampled_from((0, 0, 1, 2)))]
-        n = max(1, draw(st.integers(0, max_blocks)) * B + draw(st.integers(0, B - 1)))
+        doc = docs[draw(checkkit.sampled_from((0, 0, 1, 2)))]
+        n = max(1, draw(checkkit.integers(0, max_blocks)) * B + draw(checkkit.integers(0, B - 1)))
         tokens = list(doc[:n])
-        if draw(st.integers(0, 4)) == 0:  # change one token: the chain diverges from there
-            tokens[draw(st.integers(0, 99)) % n] = alphabet + 1
-        extra = draw(st.sampled_from((None, None, None, None, None, None, "loraA", "loraB")))
+        if draw(checkkit.integers(0, 4)) == 0:  # change one token: the chain diverges from there
+            tokens[draw(checkkit.integers(0, 99)) % n] = alphabet + 1
+        extra = draw(checkkit.sampled_from((None, None, None, None, None, None, "loraA", "loraB")))
         if kind == "allocate":
             rid = f"r{i}"
             if model.allocate(rid, tokens, extra) is not None:

@@ -139,20 +139,20 @@ def _edge_cases() -> list[tuple[str, dict[str, Any]]]:
 def _random_input(draw: st.DrawFn) -> dict[str, Any]:
     # sampled_from rather than integers(): Hypothesis favours the bounds of a range, which would
     # make half the traces one request or one sequence wide, with nothing to schedule.
-    block = draw(st.sampled_from((2, 4, 1, 3, 4, 2)))
+    block = draw(checkkit.sampled_from((2, 4, 1, 3, 4, 2)))
     requests = []
-    for i in range(draw(st.sampled_from((3, 2, 4, 3, 5, 1, 2, 4)))):
-        plen = draw(st.sampled_from((6, 10, 3, 14, 1, 20, 8, 5)))
-        max_new = draw(st.sampled_from((4, 6, 2, 8, 1, 5, 3)))
-        prompt = draw(st.lists(st.integers(0, MAX_TOKEN), min_size=plen, max_size=plen))
-        eos = draw(st.sampled_from((-1, -1, -1, 0, 3, -1, 5)))
-        requests.append(req(f"R{i}", prompt, max_new, draw(st.sampled_from(ARRIVALS)), eos))
+    for i in range(draw(checkkit.sampled_from((3, 2, 4, 3, 5, 1, 2, 4)))):
+        plen = draw(checkkit.sampled_from((6, 10, 3, 14, 1, 20, 8, 5)))
+        max_new = draw(checkkit.sampled_from((4, 6, 2, 8, 1, 5, 3)))
+        prompt = draw(checkkit.lists(checkkit.integers(0, MAX_TOKEN), min_size=plen, max_size=plen))
+        eos = draw(checkkit.sampled_from((-1, -1, -1, 0, 3, -1, 5)))
+        requests.append(req(f"R{i}", prompt, max_new, draw(checkkit.sampled_from(ARRIVALS)), eos))
     # The pool holds the largest request plus a few blocks, so requests compete for it and
     # preemptions are common; sometimes it is roomy.
     largest = max(-(-(len(r["prompt"]) + r["max_new_tokens"] - 1) // block) for r in requests)
-    blocks = largest + draw(st.sampled_from((1, 0, 2, 1, 3, 0, 5, 12)))
-    seqs = draw(st.sampled_from((3, 2, 4, 6, 3, 1, 5)))
-    budget = draw(st.sampled_from((8, 4, 12, 6, 1, 16, 24, 3, 10, 2)))
+    blocks = largest + draw(checkkit.sampled_from((1, 0, 2, 1, 3, 0, 5, 12)))
+    seqs = draw(checkkit.sampled_from((3, 2, 4, 6, 3, 1, 5)))
+    budget = draw(checkkit.sampled_from((8, 4, 12, 6, 1, 16, 24, 3, 10, 2)))
     return {"config": [blocks, block, seqs, budget],
             "requests": requests}
 

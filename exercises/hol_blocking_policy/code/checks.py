@@ -143,34 +143,34 @@ def _prompt(draw: st.DrawFn, long: bool) -> tuple[int, int]:
     literals >= 100 found in loaded modules into its draws, which would make the cases depend on
     what else the process imported."""
     if long:
-        prompt = 1_024 * draw(st.integers(8, 32))
-        if draw(st.integers(0, 3)) == 0:  # a conversation whose history is cached
-            return prompt, prompt - 128 * draw(st.integers(1, 16))
+        prompt = 1_024 * draw(checkkit.integers(8, 32))
+        if draw(checkkit.integers(0, 3)) == 0:  # a conversation whose history is cached
+            return prompt, prompt - 128 * draw(checkkit.integers(1, 16))
         return prompt, 0
-    return 128 * draw(st.integers(1, 32)), 0
+    return 128 * draw(checkkit.integers(1, 32)), 0
 
 
 @st.composite
 def _workload(draw: st.DrawFn) -> list[Req]:
-    kind = draw(st.sampled_from(("burst", "burst", "stream", "mixed", "mixed")))
+    kind = draw(checkkit.sampled_from(("burst", "burst", "stream", "mixed", "mixed")))
     reqs: list[Req] = []
     if kind == "burst":
-        for _ in range(draw(st.integers(1, 3))):
-            reqs.append((draw(st.integers(0, 5)) / 1000, *_prompt(draw, True)))
-        for _ in range(draw(st.integers(1, 24))):
-            reqs.append((draw(st.integers(0, 20)) / 1000, *_prompt(draw, False)))
+        for _ in range(draw(checkkit.integers(1, 3))):
+            reqs.append((draw(checkkit.integers(0, 5)) / 1000, *_prompt(draw, True)))
+        for _ in range(draw(checkkit.integers(1, 24))):
+            reqs.append((draw(checkkit.integers(0, 20)) / 1000, *_prompt(draw, False)))
     elif kind == "stream":
-        short = 256 * draw(st.integers(1, 8))
-        load = 0.8 + draw(st.integers(0, 50)) / 100
-        seconds = draw(st.integers(3, 8))
-        longs = [(draw(st.integers(0, 20)) / 10, *_prompt(draw, True))
-                 for _ in range(draw(st.integers(1, 2)))]
+        short = 256 * draw(checkkit.integers(1, 8))
+        load = 0.8 + draw(checkkit.integers(0, 50)) / 100
+        seconds = draw(checkkit.integers(3, 8))
+        longs = [(draw(checkkit.integers(0, 20)) / 10, *_prompt(draw, True))
+                 for _ in range(draw(checkkit.integers(1, 2)))]
         reqs = stream(short, load, seconds, longs)
     else:
         t = 0.0
-        for _ in range(draw(st.integers(3, 40))):
-            t += draw(st.integers(0, 40)) / 100
-            reqs.append((t, *_prompt(draw, draw(st.integers(0, 4)) == 0)))
+        for _ in range(draw(checkkit.integers(3, 40))):
+            t += draw(checkkit.integers(0, 40)) / 100
+            reqs.append((t, *_prompt(draw, draw(checkkit.integers(0, 4)) == 0)))
     return reqs
 
 

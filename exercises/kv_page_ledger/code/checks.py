@@ -172,35 +172,35 @@ def size_key(case: Case) -> tuple[int, int, int, str]:
 
 @st.composite
 def _random_sim(draw: st.DrawFn) -> dict[str, Any]:
-    block = draw(st.sampled_from(BLOCK_SIZES))
-    policy = draw(st.sampled_from(("current_length", "current_length", "reserve_max")))
-    watermark = draw(st.sampled_from((0, 0, 0, 1, 2, 3)))
+    block = draw(checkkit.sampled_from(BLOCK_SIZES))
+    policy = draw(checkkit.sampled_from(("current_length", "current_length", "reserve_max")))
+    watermark = draw(checkkit.sampled_from((0, 0, 0, 1, 2, 3)))
     reqs = []
-    for i in range(draw(st.integers(1, 7))):
-        prompt = draw(st.integers(1, 40))
-        out = draw(st.integers(1, 24))
-        cap = out + draw(st.sampled_from((0, 0, 1, 5, 16)))
-        arrival = draw(st.sampled_from((0, 0, 0, 0, 1, 2, 5)))
+    for i in range(draw(checkkit.integers(1, 7))):
+        prompt = draw(checkkit.integers(1, 40))
+        out = draw(checkkit.integers(1, 24))
+        cap = out + draw(checkkit.sampled_from((0, 0, 1, 5, 16)))
+        arrival = draw(checkkit.sampled_from((0, 0, 0, 0, 1, 2, 5)))
         reqs.append((f"r{i}", arrival, prompt, out, cap))
     cfg = {"policy": policy, "block_size": block}
     peak = max(peak_blocks({"prompt_len": p, "output_len": o, "max_tokens": m}, cfg)
                for _, _, p, o, m in reqs)
     # A pool from just big enough (heavy preemption) to roomy (none).
-    num_blocks = peak + watermark + draw(st.integers(0, 30))
-    return sim_input(num_blocks, block, draw(st.integers(1, 8)), watermark, policy, reqs)
+    num_blocks = peak + watermark + draw(checkkit.integers(0, 30))
+    return sim_input(num_blocks, block, draw(checkkit.integers(1, 8)), watermark, policy, reqs)
 
 
 @st.composite
 def _random_calls(draw: st.DrawFn) -> list[Any]:
-    kind = draw(st.sampled_from(("bn", "fe", "mc")))
-    block = draw(st.sampled_from(BLOCK_SIZES))
+    kind = draw(checkkit.sampled_from(("bn", "fe", "mc")))
+    block = draw(checkkit.sampled_from(BLOCK_SIZES))
     if kind == "bn":
-        return ["bn", [draw(st.integers(0, 99)), block]]
+        return ["bn", [draw(checkkit.integers(0, 99)), block]]
     if kind == "fe":
-        return ["fe", [draw(st.integers(0, 20)), draw(st.integers(1, 60)), block,
-                       draw(st.integers(1, 99))]]
-    return ["mc", [draw(st.integers(1, 99)), block, draw(st.integers(1, 40)),
-                   draw(st.integers(1, 40)), draw(st.sampled_from(MODES))]]
+        return ["fe", [draw(checkkit.integers(0, 20)), draw(checkkit.integers(1, 60)), block,
+                       draw(checkkit.integers(1, 99))]]
+    return ["mc", [draw(checkkit.integers(1, 99)), block, draw(checkkit.integers(1, 40)),
+                   draw(checkkit.integers(1, 40)), draw(checkkit.sampled_from(MODES))]]
 
 
 @lru_cache(maxsize=16)

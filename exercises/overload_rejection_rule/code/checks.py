@@ -109,15 +109,15 @@ EDGE_CASES: tuple[Case, ...] = (
 
 @st.composite
 def _random_workload(draw: st.DrawFn) -> dict[str, Any]:
-    mu = draw(st.sampled_from(SERVICE_RATES))
-    timeout = draw(st.sampled_from(TIMEOUTS))
-    segments = draw(st.lists(st.tuples(st.sampled_from(DURATIONS), st.sampled_from(LOAD_FACTORS)),
+    mu = draw(checkkit.sampled_from(SERVICE_RATES))
+    timeout = draw(checkkit.sampled_from(TIMEOUTS))
+    segments = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS), checkkit.sampled_from(LOAD_FACTORS)),
                              min_size=1, max_size=4))
-    bursts = draw(st.lists(st.tuples(st.sampled_from(DURATIONS), st.sampled_from(BURST_SIZES)),
+    bursts = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS), checkkit.sampled_from(BURST_SIZES)),
                            max_size=2))
     return {"service_rate": mu, "timeout_s": timeout,
             "segments": [[d, f * mu] for d, f in segments],
-            "poisson": draw(st.booleans()),
+            "poisson": draw(checkkit.booleans()),
             "bursts": [[t, n] for t, n in bursts]}
 
 

@@ -184,61 +184,61 @@ EDGE_CASES: tuple[Case, ...] = tuple(_edge_cases())
 # ---------------------------------------------------------------- random cases
 
 
-_tok = st.integers(0, 9)
+_tok = checkkit.integers(0, 9)
 
 
 @st.composite
 def _pair(draw: st.DrawFn) -> tuple[list[int], list[int], int]:
-    prefix = draw(st.lists(_tok, max_size=12))
-    a = prefix + draw(st.lists(_tok, max_size=6))
-    b = prefix + draw(st.lists(_tok, max_size=6))
-    return a, b, draw(st.integers(1, 5))
+    prefix = draw(checkkit.lists(_tok, max_size=12))
+    a = prefix + draw(checkkit.lists(_tok, max_size=6))
+    b = prefix + draw(checkkit.lists(_tok, max_size=6))
+    return a, b, draw(checkkit.integers(1, 5))
 
 
 @st.composite
 def _trace(draw: st.DrawFn, capacity: bool) -> tuple[list[list[int]], int, int, Any, Any]:
-    block = draw(st.integers(1, 5))
-    templates = draw(st.lists(st.lists(_tok, max_size=14), min_size=1, max_size=3))
+    block = draw(checkkit.integers(1, 5))
+    templates = draw(checkkit.lists(checkkit.lists(_tok, max_size=14), min_size=1, max_size=3))
     trace: list[list[int]] = []
-    for _ in range(draw(st.integers(1, 9))):
-        kind = draw(st.sampled_from(("new", "new", "repeat", "extend")))
+    for _ in range(draw(checkkit.integers(1, 9))):
+        kind = draw(checkkit.sampled_from(("new", "new", "repeat", "extend")))
         if kind == "repeat" and trace:
-            trace.append(list(draw(st.sampled_from(trace))))
+            trace.append(list(draw(checkkit.sampled_from(trace))))
         elif kind == "extend" and trace:
-            trace.append(list(draw(st.sampled_from(trace))) + draw(st.lists(_tok, max_size=6)))
+            trace.append(list(draw(checkkit.sampled_from(trace))) + draw(checkkit.lists(_tok, max_size=6)))
         else:
-            trace.append(list(draw(st.sampled_from(templates)))
-                         + draw(st.lists(_tok, max_size=8)))
-    replicas = draw(st.integers(1, 3))
+            trace.append(list(draw(checkkit.sampled_from(templates)))
+                         + draw(checkkit.lists(_tok, max_size=8)))
+    replicas = draw(checkkit.integers(1, 3))
     assign = None
-    if replicas > 1 and draw(st.booleans()):
-        assign = [draw(st.integers(0, replicas - 1)) for _ in trace]
-    cap = draw(st.integers(1, 12)) if capacity else None
+    if replicas > 1 and draw(checkkit.booleans()):
+        assign = [draw(checkkit.integers(0, replicas - 1)) for _ in trace]
+    cap = draw(checkkit.integers(1, 12)) if capacity else None
     return trace, block, replicas, assign, cap
 
 
 @st.composite
 def _deltas(draw: st.DrawFn) -> tuple[float, float]:
-    before = draw(st.integers(0, 99)) * SCALE
-    after = draw(st.integers(0, 99)) * SCALE
+    before = draw(checkkit.integers(0, 99)) * SCALE
+    after = draw(checkkit.integers(0, 99)) * SCALE
     return float(before), float(after)
 
 
 @st.composite
 def _observed(draw: st.DrawFn) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     before, after = [], []
-    for _ in range(draw(st.integers(1, 4))):
-        q0 = draw(st.integers(0, 99)) * SCALE
-        h0 = q0 * draw(st.integers(0, 9)) // 10
-        if draw(st.integers(0, 4)) == 0:  # this replica restarted in the window
-            q1 = draw(st.integers(0, 9)) * SCALE // 10
-            h1 = q1 * draw(st.integers(0, 9)) // 10
+    for _ in range(draw(checkkit.integers(1, 4))):
+        q0 = draw(checkkit.integers(0, 99)) * SCALE
+        h0 = q0 * draw(checkkit.integers(0, 9)) // 10
+        if draw(checkkit.integers(0, 4)) == 0:  # this replica restarted in the window
+            q1 = draw(checkkit.integers(0, 9)) * SCALE // 10
+            h1 = q1 * draw(checkkit.integers(0, 9)) // 10
             if q1 >= q0:
                 q0 = q1 + SCALE
         else:
-            dq = draw(st.integers(0, 99)) * SCALE
+            dq = draw(checkkit.integers(0, 99)) * SCALE
             q1 = q0 + dq
-            h1 = h0 + dq * draw(st.integers(0, 9)) // 10
+            h1 = h0 + dq * draw(checkkit.integers(0, 9)) // 10
         before.append((float(h0), float(q0)))
         after.append((float(h1), float(q1)))
     return before, after
@@ -248,10 +248,10 @@ def _observed(draw: st.DrawFn) -> tuple[list[tuple[float, float]], list[tuple[fl
 def _diagnosis(draw: st.DrawFn) -> tuple[float, dict[str, float], float]:
     # Multiples of 1/64 and tolerances of 2, 4 or 8 sixty-fourths: exact in binary, so no
     # comparison at the edge of tol depends on rounding.
-    observed = draw(st.integers(0, 64)) / 64
-    names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=4))
-    predictions = {n: draw(st.integers(0, 64)) / 64 for n in names}
-    return observed, predictions, draw(st.sampled_from((2, 4, 8))) / 64
+    observed = draw(checkkit.integers(0, 64)) / 64
+    names = draw(checkkit.lists(checkkit.sampled_from(NAMES), unique=True, max_size=4))
+    predictions = {n: draw(checkkit.integers(0, 64)) / 64 for n in names}
+    return observed, predictions, draw(checkkit.sampled_from((2, 4, 8))) / 64
 
 
 @lru_cache(maxsize=16)

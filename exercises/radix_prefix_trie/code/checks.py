@@ -178,20 +178,20 @@ def public_cases(params: dict[str, Any]) -> list[Case]:
 
 @st.composite
 def _draft(draw: st.DrawFn) -> tuple[int, int, list[tuple[Any, ...]]]:
-    page = draw(st.sampled_from((1, 1, 1, 2)))
-    pool = draw(st.integers(10, 32))
+    page = draw(checkkit.sampled_from((1, 1, 1, 2)))
+    pool = draw(checkkit.integers(10, 32))
     ops = []
-    for _ in range(draw(st.integers(3, MAX_OPS))):
-        kind = draw(st.sampled_from(("start", "start", "finish", "finish", "match", "evict")))
+    for _ in range(draw(checkkit.integers(3, MAX_OPS))):
+        kind = draw(checkkit.sampled_from(("start", "start", "finish", "finish", "match", "evict")))
         if kind in ("start", "match"):
-            reuse = draw(st.integers(0, 9))  # > 3: start from a prefix of an earlier prompt
-            cut = draw(st.integers(0, MAX_PROMPT))
-            tail = draw(st.lists(st.sampled_from(ALPHABET), max_size=MAX_PROMPT))
+            reuse = draw(checkkit.integers(0, 9))  # > 3: start from a prefix of an earlier prompt
+            cut = draw(checkkit.integers(0, MAX_PROMPT))
+            tail = draw(checkkit.lists(checkkit.sampled_from(ALPHABET), max_size=MAX_PROMPT))
             ops.append((kind, reuse, cut, tail))
         elif kind == "finish":
-            ops.append((kind, draw(st.integers(0, 9))))
+            ops.append((kind, draw(checkkit.integers(0, 9))))
         else:
-            ops.append((kind, draw(st.integers(0, 12))))
+            ops.append((kind, draw(checkkit.integers(0, 12))))
     return page, pool, ops
 
 

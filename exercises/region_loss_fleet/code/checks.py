@@ -122,12 +122,12 @@ def _bound_text(inp: dict[str, Any], total: int, best: int) -> str:
 
 @st.composite
 def _random_case(draw: st.DrawFn) -> dict[str, Any]:
-    n = draw(st.integers(2, 6))
+    n = draw(checkkit.integers(2, 6))
     names = draw(st.permutations(NAMES))[:n]
     # Each demand is drawn on its own scale so that one region can dominate, or none does.
-    regions = [[name, draw(st.integers(0, 99)) * draw(st.sampled_from((1, 1, 10, 10, 10)))
-                + draw(st.integers(0, 9))] for name in names]
-    return {"regions": regions, "r": draw(st.integers(1, 40)), "U": draw(st.sampled_from(US))}
+    regions = [[name, draw(checkkit.integers(0, 99)) * draw(checkkit.sampled_from((1, 1, 10, 10, 10)))
+                + draw(checkkit.integers(0, 9))] for name in names]
+    return {"regions": regions, "r": draw(checkkit.integers(1, 40)), "U": draw(checkkit.sampled_from(US))}
 
 
 @lru_cache(maxsize=16)

@@ -228,33 +228,33 @@ EDGE_CASES: tuple[Case, ...] = tuple(_edge_cases())
 
 @st.composite
 def _series_plan(draw: st.DrawFn) -> tuple[int, bool, list[tuple[str, int, int, list[int]]]]:
-    k = draw(st.integers(1, 5))
-    big = draw(st.booleans())
-    n = draw(st.integers(1, 6))
+    k = draw(checkkit.integers(1, 5))
+    big = draw(checkkit.booleans())
+    n = draw(checkkit.integers(1, 6))
     events = []
     for _ in range(n):
-        kind = draw(st.sampled_from(EVENTS))
-        x = draw(st.integers(1, 99))
-        y = draw(st.integers(0, 99))
-        conds = draw(st.lists(st.integers(0, 99), min_size=k, max_size=k))
+        kind = draw(checkkit.sampled_from(EVENTS))
+        x = draw(checkkit.integers(1, 99))
+        y = draw(checkkit.integers(0, 99))
+        conds = draw(checkkit.lists(checkkit.integers(0, 99), min_size=k, max_size=k))
         events.append((kind, x, y, conds))
     return k, big, events
 
 
 @st.composite
 def _steps_args(draw: st.DrawFn) -> tuple[int, float, int]:
-    bad = draw(st.sampled_from((False, False, False, False, True)))
-    emitted = draw(st.integers(1, 99))
-    length = 1 + draw(st.integers(0, 40)) / 10
-    eos = draw(st.integers(0, 5))
+    bad = draw(checkkit.sampled_from((False, False, False, False, True)))
+    emitted = draw(checkkit.integers(1, 99))
+    length = 1 + draw(checkkit.integers(0, 40)) / 10
+    eos = draw(checkkit.integers(0, 5))
     if bad:
-        which = draw(st.integers(0, 2))
+        which = draw(checkkit.integers(0, 2))
         if which == 0:
             emitted = 0
         elif which == 1:
-            length = draw(st.integers(0, 9)) / 10
+            length = draw(checkkit.integers(0, 9)) / 10
         else:
-            eos = -draw(st.integers(1, 5))
+            eos = -draw(checkkit.integers(1, 5))
     return emitted, length, eos
 
 

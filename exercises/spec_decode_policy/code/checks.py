@@ -173,12 +173,12 @@ BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256)
 
 @st.composite
 def _fn_draw(draw: st.DrawFn) -> dict[str, Any]:
-    fn = draw(st.sampled_from(("expected_tokens", "step_cost", "speedup", "best_k")))
-    alpha = draw(st.sampled_from(ALPHAS)) if draw(st.booleans()) else draw(st.integers(0, 99)) / 99
-    k = draw(st.integers(0, 10))
-    batch = draw(st.sampled_from(BATCHES))
-    c = draw(st.integers(0, 15)) / 100
-    t, knee = draw(st.sampled_from(T_MEMS)), draw(st.sampled_from(KNEES))
+    fn = draw(checkkit.sampled_from(("expected_tokens", "step_cost", "speedup", "best_k")))
+    alpha = draw(checkkit.sampled_from(ALPHAS)) if draw(checkkit.booleans()) else draw(checkkit.integers(0, 99)) / 99
+    k = draw(checkkit.integers(0, 10))
+    batch = draw(checkkit.sampled_from(BATCHES))
+    c = draw(checkkit.integers(0, 15)) / 100
+    t, knee = draw(checkkit.sampled_from(T_MEMS)), draw(checkkit.sampled_from(KNEES))
     if fn == "expected_tokens":
         args: list[Any] = [alpha, k]
     elif fn == "step_cost":
@@ -186,31 +186,31 @@ def _fn_draw(draw: st.DrawFn) -> dict[str, Any]:
     elif fn == "speedup":
         args = [alpha, k, batch, c, t, knee]
     else:
-        args = [alpha, batch, c, t, knee, draw(st.integers(0, 10)), draw(st.integers(0, 30)) / 100]
+        args = [alpha, batch, c, t, knee, draw(checkkit.integers(0, 10)), draw(checkkit.integers(0, 30)) / 100]
     return {"kind": "fn", "fn": fn, "args": args, "kwargs": {}}
 
 
 @st.composite
 def _policy_draw(draw: st.DrawFn) -> dict[str, Any]:
-    k_max = draw(st.integers(1, 6))
-    init = {"k_max": k_max, "ewma": draw(st.sampled_from((0.05, 0.1, 0.2, 0.3, 0.5))),
-            "prior_alpha": draw(st.sampled_from((0.3, 0.5, 0.6, 0.7))),
-            "margin": draw(st.sampled_from((0.0, 0.02, 0.05, 0.1)))}
-    n_req = draw(st.integers(1, 24))
+    k_max = draw(checkkit.integers(1, 6))
+    init = {"k_max": k_max, "ewma": draw(checkkit.sampled_from((0.05, 0.1, 0.2, 0.3, 0.5))),
+            "prior_alpha": draw(checkkit.sampled_from((0.3, 0.5, 0.6, 0.7))),
+            "margin": draw(checkkit.sampled_from((0.0, 0.02, 0.05, 0.1)))}
+    n_req = draw(checkkit.integers(1, 24))
     ids = [f"q{i}" for i in range(n_req)]
-    true_alpha = [draw(st.sampled_from(ALPHAS[:20])) for _ in ids]  # below 1: no exact-1 ties
-    stream_seed = draw(st.integers(0, 99))
+    true_alpha = [draw(checkkit.sampled_from(ALPHAS[:20])) for _ in ids]  # below 1: no exact-1 ties
+    stream_seed = draw(checkkit.integers(0, 99))
     rng = random.Random(stream_seed)
     ops: list[list[Any]] = []
-    for _ in range(draw(st.integers(1, 3))):  # rounds of observe, estimate, choose
+    for _ in range(draw(checkkit.integers(1, 3))):  # rounds of observe, estimate, choose
         for r, a in zip(ids, true_alpha, strict=True):
             if rng.random() < 0.8:  # some requests are new or skipped this round
                 ops += _stream(rng, r, a, rng.randint(0, k_max), 1)
         ops.append(["estimate", ids[rng.randrange(n_req)]])
         batch = [r for r in ids if rng.random() < 0.85] or ids[:1]
-        t = draw(st.sampled_from(T_MEMS))
-        knee = draw(st.sampled_from((8, 16, 24, 32, 48, 64)))
-        draft = draw(st.integers(0, 30)) / 10
+        t = draw(checkkit.sampled_from(T_MEMS))
+        knee = draw(checkkit.sampled_from((8, 16, 24, 32, 48, 64)))
+        draft = draw(checkkit.integers(0, 30)) / 10
         ops.append(["choose", batch, cost_spec(t, knee, draft)])
     return {"kind": "policy", "init": init, "ops": ops}
 

@@ -120,26 +120,26 @@ EMPTY_STOP_CASES: tuple[tuple[str, tuple[bytes, ...], tuple[str, ...]], ...] = (
 
 @st.composite
 def _random_case(draw: st.DrawFn) -> tuple[list[bytes], list[str], bool]:
-    text = "".join(draw(st.lists(st.sampled_from(ALPHABET), max_size=MAX_CHARS)))
+    text = "".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET), max_size=MAX_CHARS)))
     data = bytearray(text.encode("utf-8"))
-    for _ in range(draw(st.sampled_from((0, 0, 0, 1, 2)))):
-        pos = draw(st.integers(0, len(data)))
-        data[pos:pos] = draw(st.sampled_from(INVALID_BYTES))
+    for _ in range(draw(checkkit.sampled_from((0, 0, 0, 1, 2)))):
+        pos = draw(checkkit.integers(0, len(data)))
+        data[pos:pos] = draw(checkkit.sampled_from(INVALID_BYTES))
     assert len(data) < 100  # see MAX_CHARS
     # Cut points at arbitrary byte offsets (so characters split); repeats make empty tokens.
-    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=len(data) + 1)))
+    cuts = sorted(draw(checkkit.lists(checkkit.integers(0, len(data)), max_size=len(data) + 1)))
     bounds = [0, *cuts, len(data)]
     tokens = [bytes(data[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     stops: list[str] = []
-    for _ in range(draw(st.integers(0, 3))):
-        if text and draw(st.booleans()):
+    for _ in range(draw(checkkit.integers(0, 3))):
+        if text and draw(checkkit.booleans()):
             # A piece of the text itself, so the stop really occurs.
-            i = draw(st.integers(0, len(text) - 1))
-            j = draw(st.integers(i + 1, min(len(text), i + 4)))
+            i = draw(checkkit.integers(0, len(text) - 1))
+            j = draw(checkkit.integers(i + 1, min(len(text), i + 4)))
             stops.append(text[i:j])
         else:
-            stops.append("".join(draw(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4))))
-    return tokens, stops, draw(st.booleans())
+            stops.append("".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET), min_size=1, max_size=4))))
+    return tokens, stops, draw(checkkit.booleans())
 
 
 @lru_cache(maxsize=16)
