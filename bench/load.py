@@ -58,6 +58,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as `python bench/load.py`: the project's modules
 # The students and the report, beside this file (on sys.path when run as a script).
+import cpu_use  # noqa: E402
 from load_grades import code_phase, in_process_rate  # noqa: E402
 from load_report import drain, grade_rate_report, latency_table, submission_report  # noqa: E402
 from load_students import (  # noqa: E402
@@ -287,10 +288,17 @@ def main() -> int:
         if args.code_seconds > 0:
             code_cases = [c for c in pool.get("code", []) if c.score == 1.0] + \
                 [c for c in pool.get("code", []) if c.score != 1.0]
+            roles = {"web": [p.proc.pid for p in procs.procs if p.name == "gunicorn"],
+                     "workers": [p.proc.pid for p in procs.procs if p.name.startswith("celery")]}
+            cpu_before = cpu_use.snapshot(roles)
             cstats, code_s = asyncio.run(code_phase(args, base, prefix, password, code_cases))
+            cpu_lines = cpu_use.per_event_lines(cpu_before, cpu_use.snapshot(roles),
+                                                len(cstats.verdict_seen_s), code_s,
+                                                os.cpu_count() or 1)
             lost, waited = drain(prefix, args.drain)
             grades, grade_s = in_process_rate(code_cases, min(args.code_seconds, 20))
             lines, problems = grade_rate_report(cstats, code_s, lost, grades, grade_s, args)
+            lines[-1:-1] = cpu_lines
             print("\n" + "\n".join(lines), flush=True)
             failed.extend(problems)
         if procs.dead():

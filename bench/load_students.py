@@ -16,7 +16,9 @@ from typing import Any
 import httpx
 
 QUEUED_KINDS = ("expression", "code")
-POLL_EVERY_S = 0.5  # the status fragment asks for itself after 400 ms; plus the round trip
+# The status fragment's own delay before it asks for itself again ("load delay:1s"): the
+# client waits as long as the page would.
+POLL_DELAY = re.compile(r'hx-trigger="load delay:(\d+(?:\.\d+)?)(ms|s)"')
 CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 SUBMISSION_ID = re.compile(r'id="sub-(\d+)"')
 REFUSAL = re.compile(r'class="error" role="alert">(.*?)</p>', re.S)
@@ -179,7 +181,7 @@ async def submit(client: httpx.AsyncClient, stats: Stats, case: Case, stop_at: f
         if time.monotonic() >= stop_at:
             stats.polls_cut += 1
             return
-        await asyncio.sleep(POLL_EVERY_S)
+        await asyncio.sleep(poll_delay(r.text))
         s = await stats.call(client, "status poll", "GET", f"/submissions/{sub_id}/status/",
                              headers=htmx_headers(client))
         # A finished submission redraws its whole part in place of the polling fragment.
@@ -187,6 +189,17 @@ async def submit(client: httpx.AsyncClient, stats: Stats, case: Case, stop_at: f
                               or f'hx-get="/submissions/{sub_id}/status/"' not in s.text):
             stats.verdict_seen_s.append(time.monotonic() - t0)
             return
+        if s is not None:
+            r = s
+
+
+def poll_delay(fragment: str) -> float:
+    """Seconds the status fragment waits before it asks for itself again (its hx-trigger);
+    1 s for a response that names none (an error page)."""
+    m = POLL_DELAY.search(fragment)
+    if m is None:
+        return 1.0
+    return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
 
 
 async def student(i: int, n: int, base: str, username: str, password: str,
