@@ -28,6 +28,10 @@ STORAGES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+# A connection per request or task, as before persistent connections: the worker and server
+# processes the tests start come and go around a test database that is dropped at the end,
+# and PostgreSQL refuses to drop one that an idle connection still holds.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 # Serve static files from their source folders (no collectstatic in tests).
