@@ -290,8 +290,10 @@ def main() -> int:
                 [c for c in pool.get("code", []) if c.score != 1.0]
             roles = {"web": [p.proc.pid for p in procs.procs if p.name == "gunicorn"],
                      "workers": [p.proc.pid for p in procs.procs if p.name.startswith("celery")]}
-            cpu_before = cpu_use.snapshot(roles)
-            cstats, code_s = asyncio.run(code_phase(args, base, prefix, password, code_cases))
+            cpu_before: dict[str, float] = {}
+            cstats, code_s = asyncio.run(code_phase(
+                args, base, prefix, password, code_cases,
+                started=lambda: cpu_before.update(cpu_use.snapshot(roles))))
             cpu_lines = cpu_use.per_event_lines(cpu_before, cpu_use.snapshot(roles),
                                                 len(cstats.verdict_seen_s), code_s,
                                                 os.cpu_count() or 1)

@@ -17,15 +17,18 @@ import argparse
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 
 import httpx
 from load_students import Case, Stats, log_in, submit
 
 
 async def code_phase(args: argparse.Namespace, base: str, prefix: str, password: str,
-                     cases: list[Case]) -> tuple[Stats, float]:
+                     cases: list[Case], started: Callable[[], None] = lambda: None
+                     ) -> tuple[Stats, float]:
     """Verdicts of code submissions in a closed loop for --code-seconds. Returns the stats
-    (submitted rows, time to each verdict) and the phase's length."""
+    (submitted rows, time to each verdict) and the phase's length, which starts once every
+    client has logged in (`started` is called then)."""
     stats = Stats()
     clients = [httpx.AsyncClient(base_url=base, timeout=60) for _ in range(args.code_clients)]
     try:
@@ -34,6 +37,7 @@ async def code_phase(args: argparse.Namespace, base: str, prefix: str, password:
                                         for c, u in zip(clients, users, strict=True)))
         if not all(logged):
             raise RuntimeError("grade phase: a client could not log in")
+        started()
         start = time.monotonic()
         stop_at = start + args.code_seconds
         turn = itertools.count()
