@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from .exercise import Exercise
 
@@ -72,6 +73,14 @@ class Submission(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.GRADED, self.Status.ERROR)
+
+    @property
+    def poll_after_ms(self) -> int:
+        """How long its status fragment waits before asking again: 400 ms, or a second for a
+        row still queued a second after it was sent (it waits behind other grades, and each
+        poll takes a core the graders need). The first poll after a submit is always quick."""
+        waited = (timezone.now() - self.queued_at).total_seconds() if self.queued_at else 0.0
+        return 1000 if self.status == self.Status.QUEUED and waited >= 1.0 else 400
 
     @property
     def queue_s(self) -> float | None:

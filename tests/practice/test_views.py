@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from exercises import registry
 from graders.selftest import answer_text
@@ -110,6 +112,20 @@ def test_status_fragment_polls_only_while_unfinished(client: Client, alice: User
     Submission.objects.filter(pk=sub.pk).update(status="graded", score=1.0, verdict="correct")
     body = client.get(f"/submissions/{sub.pk}/status/").content.decode()
     assert "hx-get" not in body and re.search(r"score\s+1\.00", body)
+
+
+def test_a_row_long_queued_is_polled_less_often_and_a_new_or_running_one_quickly(
+        client: Client, alice: User) -> None:
+    ex = Exercise.objects.get(slug="stop_strings_stream")
+    sub = Submission.objects.create(user=alice, exercise=ex, part_id="x", part_type="code",
+                                    variant="1", answer="x")
+    url = f"/submissions/{sub.pk}/status/"
+    assert 'hx-trigger="load delay:400ms"' in client.get(url).content.decode()
+    Submission.objects.filter(pk=sub.pk).update(
+        queued_at=timezone.now() - timedelta(seconds=3))
+    assert 'hx-trigger="load delay:1000ms"' in client.get(url).content.decode()
+    Submission.objects.filter(pk=sub.pk).update(status="running", started_at=timezone.now())
+    assert 'hx-trigger="load delay:400ms"' in client.get(url).content.decode()
 
 
 def test_evidence_downloads_are_the_students_own_variant(client: Client, alice: User) -> None:
