@@ -270,8 +270,10 @@ def _random_proportions(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def _random_mean(draw: st.DrawFn) -> dict[str, Any]:
-    return {"fn": "mean", "args": [draw(checkkit.sampled_from(SHIFTS)), draw(checkkit.sampled_from(CVS)),
-                                   draw(checkkit.sampled_from(ALPHAS)), draw(checkkit.sampled_from(POWERS))]}
+    return {"fn": "mean", "args": [draw(checkkit.sampled_from(SHIFTS)),
+                                   draw(checkkit.sampled_from(CVS)),
+                                   draw(checkkit.sampled_from(ALPHAS)),
+                                   draw(checkkit.sampled_from(POWERS))]}
 
 
 @st.composite

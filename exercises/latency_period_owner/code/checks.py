@@ -230,7 +230,8 @@ PERIODS = (0.5, 0.8, 1.0, 1.25, 2.0, 2.5, 3.0, 4.0, 7.5, 10.0, 30.0)
 @st.composite
 def _period_knobs(draw: st.DrawFn) -> dict[str, Any]:
     return {"period": draw(checkkit.sampled_from(PERIODS)), "n": draw(checkkit.integers(2, 30)),
-            "phase": draw(checkkit.integers(0, 9)), "jitter": draw(checkkit.sampled_from((0, 1, 2, 5))),
+            "phase": draw(checkkit.integers(0, 9)),
+            "jitter": draw(checkkit.sampled_from((0, 1, 2, 5))),
             "drop": draw(checkkit.sampled_from((0, 0, 10, 30, 60))),
             "aperiodic": draw(checkkit.sampled_from((False, False, False, True))),
             "offset": draw(checkkit.sampled_from((0, 0, 1000, 86400))),
@@ -239,23 +240,27 @@ def _period_knobs(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def _trace_knobs(draw: st.DrawFn) -> dict[str, Any]:
-    return {"step": draw(checkkit.sampled_from((10, 20, 25, 40))), "n4": draw(checkkit.integers(30, 99)),
+    return {"step": draw(checkkit.sampled_from((10, 20, 25, 40))),
+            "n4": draw(checkkit.integers(30, 99)),
             "div": draw(checkkit.sampled_from((1.5, 2.5, 3, 4, 6, 8, 12))),
             "stall": draw(checkkit.sampled_from((0, 2, 4, 8))),
             "mode": draw(checkkit.sampled_from(("gc", "timer", "timer", "random"))),
             "missing": draw(checkkit.sampled_from((0, 0, 1, 2))),
-            "p": draw(checkkit.sampled_from((0.9, 0.95, 0.99, 0.999))), "noise": draw(checkkit.integers(0, 99))}
+            "p": draw(checkkit.sampled_from((0.9, 0.95, 0.99, 0.999))),
+            "noise": draw(checkkit.integers(0, 99))}
 
 
 @st.composite
 def _exposure_knobs(draw: st.DrawFn) -> dict[str, Any]:
-    return {"duration": draw(checkkit.sampled_from((0.0, 0.3, 0.5, 1.0, 2.0, 3.0, 7.5, 12.0, 30.0))),
+    return {"duration": draw(checkkit.sampled_from((0.0, 0.3, 0.5, 1.0, 2.0, 3.0, 7.5, 12.0,
+                                                     30.0))),
             "period": draw(checkkit.sampled_from((0.5, 1.0, 2.0, 5.0, 10.0, 30.0)))}
 
 
 @st.composite
 def _alignment_knobs(draw: st.DrawFn) -> dict[str, Any]:
-    return {"n": draw(checkkit.integers(0, 30)), "period": draw(checkkit.sampled_from((0.5, 1.0, 2.0, 5.0))),
+    return {"n": draw(checkkit.integers(0, 30)),
+            "period": draw(checkkit.sampled_from((0.5, 1.0, 2.0, 5.0))),
             "tol": draw(checkkit.sampled_from((0.02, 0.05, 0.1, 0.2))),
             "source": draw(checkkit.sampled_from(("true", "true", "other", "both"))),
             "capture": draw(checkkit.sampled_from((1.0, 0.9, 0.6))),

@@ -111,10 +111,12 @@ EDGE_CASES: tuple[Case, ...] = (
 def _random_workload(draw: st.DrawFn) -> dict[str, Any]:
     mu = draw(checkkit.sampled_from(SERVICE_RATES))
     timeout = draw(checkkit.sampled_from(TIMEOUTS))
-    segments = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS), checkkit.sampled_from(LOAD_FACTORS)),
-                             min_size=1, max_size=4))
-    bursts = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS), checkkit.sampled_from(BURST_SIZES)),
-                           max_size=2))
+    segments = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS),
+                                                   checkkit.sampled_from(LOAD_FACTORS)),
+                                   min_size=1, max_size=4))
+    bursts = draw(checkkit.lists(checkkit.tuples(checkkit.sampled_from(DURATIONS),
+                                                 checkkit.sampled_from(BURST_SIZES)),
+                                 max_size=2))
     return {"service_rate": mu, "timeout_s": timeout,
             "segments": [[d, f * mu] for d, f in segments],
             "poisson": draw(checkkit.booleans()),

@@ -205,7 +205,8 @@ def _trace(draw: st.DrawFn, capacity: bool) -> tuple[list[list[int]], int, int, 
         if kind == "repeat" and trace:
             trace.append(list(draw(checkkit.sampled_from(trace))))
         elif kind == "extend" and trace:
-            trace.append(list(draw(checkkit.sampled_from(trace))) + draw(checkkit.lists(_tok, max_size=6)))
+            trace.append(list(draw(checkkit.sampled_from(trace)))
+                         + draw(checkkit.lists(_tok, max_size=6)))
         else:
             trace.append(list(draw(checkkit.sampled_from(templates)))
                          + draw(checkkit.lists(_tok, max_size=8)))

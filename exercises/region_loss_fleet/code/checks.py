@@ -125,9 +125,11 @@ def _random_case(draw: st.DrawFn) -> dict[str, Any]:
     n = draw(checkkit.integers(2, 6))
     names = draw(st.permutations(NAMES))[:n]
     # Each demand is drawn on its own scale so that one region can dominate, or none does.
-    regions = [[name, draw(checkkit.integers(0, 99)) * draw(checkkit.sampled_from((1, 1, 10, 10, 10)))
+    regions = [[name, draw(checkkit.integers(0, 99))
+                * draw(checkkit.sampled_from((1, 1, 10, 10, 10)))
                 + draw(checkkit.integers(0, 9))] for name in names]
-    return {"regions": regions, "r": draw(checkkit.integers(1, 40)), "U": draw(checkkit.sampled_from(US))}
+    return {"regions": regions, "r": draw(checkkit.integers(1, 40)),
+            "U": draw(checkkit.sampled_from(US))}
 
 
 @lru_cache(maxsize=16)

@@ -174,7 +174,8 @@ BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256)
 @st.composite
 def _fn_draw(draw: st.DrawFn) -> dict[str, Any]:
     fn = draw(checkkit.sampled_from(("expected_tokens", "step_cost", "speedup", "best_k")))
-    alpha = draw(checkkit.sampled_from(ALPHAS)) if draw(checkkit.booleans()) else draw(checkkit.integers(0, 99)) / 99
+    alpha = (draw(checkkit.sampled_from(ALPHAS)) if draw(checkkit.booleans())
+             else draw(checkkit.integers(0, 99)) / 99)
     k = draw(checkkit.integers(0, 10))
     batch = draw(checkkit.sampled_from(BATCHES))
     c = draw(checkkit.integers(0, 15)) / 100
@@ -186,7 +187,8 @@ def _fn_draw(draw: st.DrawFn) -> dict[str, Any]:
     elif fn == "speedup":
         args = [alpha, k, batch, c, t, knee]
     else:
-        args = [alpha, batch, c, t, knee, draw(checkkit.integers(0, 10)), draw(checkkit.integers(0, 30)) / 100]
+        args = [alpha, batch, c, t, knee, draw(checkkit.integers(0, 10)),
+                draw(checkkit.integers(0, 30)) / 100]
     return {"kind": "fn", "fn": fn, "args": args, "kwargs": {}}
 
 

@@ -138,7 +138,8 @@ def _random_case(draw: st.DrawFn) -> tuple[list[bytes], list[str], bool]:
             j = draw(checkkit.integers(i + 1, min(len(text), i + 4)))
             stops.append(text[i:j])
         else:
-            stops.append("".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET), min_size=1, max_size=4))))
+            stops.append("".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET),
+                                                     min_size=1, max_size=4))))
     return tokens, stops, draw(checkkit.booleans())
 
 
