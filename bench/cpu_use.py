@@ -1,59 +1,36 @@
-"""CPU seconds each part of a bench/load.py run used, read from /proc: the servers' process
-trees (gunicorn and its workers; a Celery worker, its pool child and the sandboxes it ran) and
-the bench's own process (the simulated clients). A process's CPU is its own plus that of the
-children it has reaped, so a sandbox that ran and exited is counted in its worker's tree.
-Imported by bench/load.py (run as a script, so this folder is on sys.path)."""
+"""CPU seconds each part of a bench/load.py run used, from runners/cpuclock.py's process table:
+the servers' process trees (gunicorn and its workers; a Celery worker, its pool child and the
+sandboxes it ran) and the bench's own process (the simulated clients). A process's CPU is its
+own plus that of the children it has reaped, so a sandbox that ran and exited is counted in its
+worker's tree. Imported by bench/load.py (run as a script, so this folder is on sys.path)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # gone, or not ours to read
-        return None
-    # The command name may hold spaces and parentheses: the fields start after the last ')'.
-    return text[text.rindex(")") + 2:].split()
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat(int(entry))
-            if fields is not None:
-                kids.setdefault(int(fields[1]), []).append(int(entry))
-    return kids
-
-
-def tree_seconds(root: int, kids: dict[int, list[int]], *, reaped: bool = True) -> float:
-    """CPU seconds (user + system) of `root` and every live descendant, with what each has
-    reaped when `reaped`."""
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        fields = _stat(pid)
-        if fields is None:
-            continue
-        # Fields 14-17 of proc(5) (utime, stime, cutime, cstime), here from index 11.
-        ticks = int(fields[11]) + int(fields[12])
-        if reaped:
-            ticks += int(fields[13]) + int(fields[14])
-        total += ticks * TICK_S
-        todo += kids.get(pid, [])
-    return total
+from runners.cpuclock import process_table
 
 
 def snapshot(roles: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds so far per role: the trees of its pids, and "client" for this process alone
-    (its servers are its children too, but counted under their roles)."""
-    kids = _children()
-    out = {role: sum(tree_seconds(pid, kids) for pid in pids) for role, pids in roles.items()}
-    out["client"] = tree_seconds(os.getpid(), {}, reaped=False)
+    """CPU seconds so far per role: its pids and their live descendants, each with what it has
+    reaped; and "client" for this process's own time alone (its servers are its children too,
+    but counted under their roles)."""
+    table = process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(root: int) -> float:
+        total, todo = 0.0, [root]
+        while todo:
+            pid = todo.pop()
+            if pid in table:
+                _, own, reaped = table[pid]
+                total += own + reaped
+            todo += children.get(pid, [])
+        return total
+
+    out = {role: sum(tree(pid) for pid in pids) for role, pids in roles.items()}
+    out["client"] = table[os.getpid()][1] if os.getpid() in table else 0.0
     return out
 
 

@@ -128,7 +128,7 @@ def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
     sum over /proc, live or reaped. Processes that left the tree (re-parented to init) count
     only in the last: they are bounded by their own RLIMIT_CPU."""
     root = os.getpid() if root is None else root
-    table = _process_table()
+    table = process_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -144,7 +144,7 @@ def descendants_usage(root: int | None = None) -> tuple[float, float, float]:
     return cpu, waited, sandbox_total_s(table)
 
 
-def _process_table() -> dict[int, tuple[int, float, float]]:
+def process_table() -> dict[int, tuple[int, float, float]]:
     """pid -> _stat(pid) for every process in /proc."""
     table: dict[int, tuple[int, float, float]] = {}
     for name in os.listdir("/proc"):
@@ -161,7 +161,7 @@ def sandbox_total_s(table: dict[int, tuple[int, float, float]] | None = None) ->
     counted = sandbox_cpu_s()
     if counted is not None:
         return counted
-    table = _process_table() if table is None else table
+    table = process_table() if table is None else table
     return sum(own + reaped for _, own, reaped in table.values())
 
 
