@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 QUEUED_KINDS = ("expression", "code")
-# The status fragment's own delay before it asks for itself again ("load delay:1s"): the
+# The status fragment's own delay before it asks for itself again ("load delay:400ms"): the
 # client waits as long as the page would.
 POLL_DELAY = re.compile(r'hx-trigger="load delay:(\d+(?:\.\d+)?)(ms|s)"')
 CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')

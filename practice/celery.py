@@ -1,6 +1,7 @@
 """The Celery app: configured from Django settings (CELERY_ namespace), tasks listed explicitly."""
 from __future__ import annotations
 
+import gc
 import os
 
 from celery import Celery
@@ -66,13 +67,13 @@ def _lower_priority() -> None:
 
 
 def _settle_heap() -> None:
-    """Move the heap the child was forked with (Django, Celery, the graders) out of the
-    collector's reach. A code grade allocates enough (Hypothesis draws every hidden case
-    afresh) to set off full collections, and each scanned every object the child holds: about
-    15 % of a grade's time. Frozen objects are modules, classes and settings that live as long
-    as the child; nothing is loaded here, since the pool gives a child only seconds to start."""
-    import gc
-
+    """Move what the child holds now out of the collector's reach (gc.freeze): at the start the
+    heap it was forked with (Django, Celery, the graders), and again once the text model is
+    loaded. A code grade allocates enough (Hypothesis draws every hidden case afresh) to set
+    off full collections, and each scanned every object the child holds: about 15 % of a
+    grade's time. Frozen objects are modules, classes, settings and the model, which live as
+    long as the child; nothing is loaded for it, since the pool gives a child only seconds to
+    start."""
     gc.freeze()
 
 
@@ -97,8 +98,6 @@ def _warm_text_model() -> None:
         key_points.prime([(part.prompt, part.key_point_specs)
                           for spec in registry.load_all().values() for part in spec.parts
                           if part.type == "text"], encoder)
-        import gc
-
-        gc.freeze()  # torch and the model join the frozen heap (see _settle_heap)
+        _settle_heap()  # torch and the model join the frozen heap
 
     threading.Thread(target=load, name="text-model-warmup", daemon=True).start()
