@@ -89,6 +89,14 @@ def draw_variant(slug: str, avoid: set[str] | frozenset[str] = frozenset()) -> s
         return variant
 
 
+def active_assignment(user: User, slug: str) -> Assignment | None:
+    """The student's kept variant of the active exercise `slug` with the exercise itself, in one
+    query; None before the first visit (or for no such active exercise): then the caller looks
+    the exercise up and `assignment_for` draws the variant."""
+    return (Assignment.objects.select_related("exercise")
+            .filter(user=user, exercise__slug=slug, exercise__active=True).first())
+
+
 def assignment_for(user: User, exercise: Exercise) -> Assignment:
     """The student's variant of an exercise, drawn at first visit and kept."""
     found = Assignment.objects.filter(user=user, exercise=exercise).first()

@@ -1,10 +1,35 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 from django.utils import timezone
 
 from .exercise import Exercise
+
+
+class SubmissionManager(models.Manager["Submission"]):
+    def latest_per_part(self, user_id: int, exercise_id: int, variant: str
+                        ) -> dict[str, Submission]:
+        """The newest exercise-page answer (no review) to each part in `variant`, by part id, in
+        one query. Written as SQL because it is on every exercise page: the ORM's form (a
+        correlated Subquery) cost ~2 ms a page to compile, ten times what the database takes
+        to answer it. ROW_NUMBER() is in SQLite since 3.25 and in every supported PostgreSQL;
+        the order is the model's (newest queued_at first, then the higher id)."""
+        meta = self.model._meta
+        q = connection.ops.quote_name
+
+        def col(name: str) -> str:
+            return q(meta.get_field(name).column)
+
+        sql = (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {col('part_id')} "
+               f"ORDER BY {col('queued_at')} DESC, {col('id')} DESC) AS newest_first "
+               f"FROM {q(meta.db_table)} WHERE {col('user')} = %s AND {col('exercise')} = %s "
+               f"AND {col('variant')} = %s AND {col('recall_item')} IS NULL) AS mine "
+               f"WHERE newest_first = 1")
+        params: list[Any] = [user_id, exercise_id, variant]
+        return {sub.part_id: sub for sub in self.raw(sql, params)}
 
 
 class Submission(models.Model):
@@ -59,6 +84,8 @@ class Submission(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SubmissionManager()
 
     class Meta:
         ordering = ["-queued_at", "-id"]

@@ -14,7 +14,7 @@ from django.utils.cache import patch_vary_headers
 from exercises import registry
 from exercises.spec import ExerciseSpec
 from practice import catalog_filters, interview
-from practice.actions.exercises import assignment_for
+from practice.actions.exercises import active_assignment, assignment_for
 from practice.actions.people import sign_up
 from practice.models import Exercise, MockInterview, PartState, Submission, User
 from practice.variants import variant_params
@@ -73,12 +73,18 @@ def catalog(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
-    exercise = get_object_or_404(Exercise, slug=slug, active=True)
+    # After the first visit the exercise comes with the student's variant, in one query.
+    kept = active_assignment(request.user, slug)  # type: ignore[arg-type]
+    if kept is not None:
+        exercise, variant = kept.exercise, kept.variant
+    else:
+        exercise = get_object_or_404(Exercise, slug=slug, active=True)
+        variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
     spec = registry.get(slug)
     # ?mode=interview holds the statement's hints back; a running mock interview always does
     # (part_context asks for it).
     ctx = part_context(request.user, exercise, spec,  # type: ignore[arg-type]
-                       request.GET.get("mode") == "interview")
+                       request.GET.get("mode") == "interview", variant=variant)
     return render(request, "practice/exercise.html", ctx)
 
 

@@ -5,13 +5,14 @@ page works without JavaScript too.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import floatformat
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -43,6 +44,12 @@ def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str
     return r.statement_html, r.preamble_html, r.sections_html
 
 
+@lru_cache(maxsize=64)
+def _points(points: float) -> str:
+    """A part's points as the page writes them: "1", "0.5" (floatformat's "-1")."""
+    return str(floatformat(points, "-1"))
+
+
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
               solution_html: str, hidden: bool, error: str = "", draft: str = "",
               found: tuple[PartState | None, Submission | None] | None = None,
@@ -69,6 +76,11 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
     return {
         "index": spec.parts.index(part) + 1,
         "exercise": exercise, "part": part, "state": state, "latest": latest, "error": error,
+        # What the template asks of every part, as plain keys: on this page of six or seven
+        # parts, each look-up through an object or a filter was a measurable share of it.
+        "id": part.id, "kind": part.type, "field_id": f"answer-{part.id}", "points": _points(part.points),
+        "solved": bool(state and state.solved_at),
+        "provisional": latest is not None and latest.verdict == Submission.Verdict.PROVISIONAL,
         "draft": draft or (latest.answer if latest else starter),
         "prompt_html": render_markdown(part.prompt),
         "solution_html": solution_html if state and state.solution_visible and not hidden else "",
@@ -127,15 +139,16 @@ def hint_context(user: User, exercise: Exercise, spec: ExerciseSpec, hint: hints
 
 
 def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
-                 interview_mode: bool = False) -> dict[str, Any]:
+                 interview_mode: bool = False, variant: str = "") -> dict[str, Any]:
     """The exercise page. Interview mode (asked for, or always while a mock interview that holds
     this exercise runs) holds the statement's hints back as buttons (only this user's reveals
-    show); practice mode shows the whole statement and records nothing."""
+    show); practice mode shows the whole statement and records nothing. `variant`: the
+    student's, when the caller has it (else it is read, or drawn on a first visit)."""
     # The running mock, looked up once for the page: it sets the mode, hides the solutions
     # (interview.solutions_hidden_for's rule) and draws the banner.
     mock = interview.running_mock_for(user, exercise)
     interview_mode = interview_mode or mock is not None
-    variant = assignment_for(user, exercise).variant
+    variant = variant or assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)
     hint_list: list[dict[str, Any]] = []
     if interview_mode:
@@ -148,10 +161,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
     # The page is the student's own variant: a review's answers (another variant) are not its.
-    mine = Submission.objects.filter(user=user, exercise=exercise, variant=variant,
-                                     recall_item=None)
-    newest = mine.filter(part_id=OuterRef("part_id")).order_by("-queued_at", "-id").values("pk")
-    latest = {sub.part_id: sub for sub in mine.filter(pk=Subquery(newest[:1]))}
+    latest = Submission.objects.latest_per_part(user.pk, exercise.pk, variant)
     states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
     parts = []
     for i, part in enumerate(spec.parts):

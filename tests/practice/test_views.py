@@ -173,6 +173,43 @@ def test_the_exercise_page_reads_the_same_queries_however_many_parts_it_has(
     assert len(set(counts.values())) == 1, counts
 
 
+def test_each_part_shows_its_newest_answer_in_the_page_variant(alice: User) -> None:
+    """Submission.objects.latest_per_part, the page's one query for every part's latest: the
+    newest queued_at wins, the higher id breaks a tie, and neither another variant's answer nor
+    a review's counts, however new; another student's rows are not read."""
+    from practice.models import RecallItem
+
+    exercise = Exercise.objects.get(slug="kv_transfer_disagg")
+    bob = User.objects.create_user("bob", password="pw-bob-12345")
+    t0 = timezone.now() - timedelta(hours=1)
+
+    def row(part: str, minutes: int, *, variant: str = "v1", user: User = alice,
+            review: RecallItem | None = None) -> Submission:
+        sub = Submission.objects.create(user=user, exercise=exercise, part_id=part,
+                                        part_type="number", variant=variant, answer=part,
+                                        recall_item=review, result={"minutes": minutes})
+        Submission.objects.filter(pk=sub.pk).update(queued_at=t0 + timedelta(minutes=minutes))
+        return sub
+
+    item = RecallItem.objects.create(user=alice, exercise=exercise, part_id="a", variant="v2",
+                                     reason="wrong", fsrs_card={}, due=t0)
+    row("a", 1)
+    newest_a = row("a", 5)
+    row("a", 9, variant="v2")  # another variant: the page does not show it
+    row("a", 10, review=item)  # a review's answer, not the page's
+    row("a", 11, user=bob)
+    row("b", 3)
+    tie_low = row("b", 7)
+    tie_high = row("b", 7)  # the same moment: the later row is the newer
+    latest = Submission.objects.latest_per_part(alice.pk, exercise.pk, "v1")
+    assert {p: s.pk for p, s in latest.items()} == {"a": newest_a.pk, "b": tie_high.pk}
+    assert tie_low.pk < tie_high.pk
+    # Whole rows, with their fields converted as the ORM does (a JSON result, an aware time).
+    assert latest["a"].result == {"minutes": 5}
+    assert latest["a"].queued_at == t0 + timedelta(minutes=5)
+    assert Submission.objects.latest_per_part(alice.pk, exercise.pk, "v3") == {}
+
+
 def test_a_part_reads_its_latest_submission_before_its_state(client: Client,
                                                              alice: User) -> None:
     """A worker may finish between the two reads. Reading the state first could draw a finished
