@@ -60,7 +60,13 @@ sys.path.insert(0, str(ROOT))  # run as `python bench/load.py`: the project's mo
 # The students and the report, beside this file (on sys.path when run as a script).
 import cpu_use  # noqa: E402
 from load_grades import code_phase, in_process_rate  # noqa: E402
-from load_report import drain, grade_rate_report, latency_table, submission_report  # noqa: E402
+from load_report import (  # noqa: E402
+    drain,
+    grade_rate_report,
+    latency_table,
+    submission_report,
+    timeline,
+)
 from load_students import (  # noqa: E402
     answer_pool,
     load_phase,
@@ -260,6 +266,7 @@ def main() -> int:
         print(f"  after the logins (sent {ramp_seconds(args.duration) + SETTLE_S:.0f} s into the "
               f"run or later):")
         print("\n".join(latency_table(stats.since(settled), order)[1:]))
+        print("\n".join(timeline(stats, "exercise page", load_start)))
         lines, bad_rows = submission_report(stats, prefix, load_s)
         print("\n".join(lines))
         if bad_rows:

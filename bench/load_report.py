@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from load_students import QUEUED_KINDS, Stats
@@ -48,6 +48,28 @@ def latency_table(stats: Stats, order: list[str]) -> list[str]:
                         f"{pct(v, 99):>8.0f}{max(v):>8.0f}{failed:>8}")
         else:
             rows.append(f"  {k:<26}{0:>6}{'':>32}{failed:>8}")
+    return rows
+
+
+def timeline(stats: Stats, kind: str, start: float, window_s: float = 5.0) -> list[str]:
+    """`kind`'s latency by when each request was sent, in windows of `window_s` from `start`
+    (time.monotonic()), beside every request sent in the window: where in the run the slow
+    ones fall (the log-in ramp, a worker's start, a burst of grading)."""
+    mine: dict[int, list[float]] = defaultdict(list)
+    everything: Counter[int] = Counter()
+    for k, sent in stats.sent_at.items():
+        for at, latency in zip(sent, stats.latency[k], strict=True):
+            slot = int((at - start) // window_s)
+            everything[slot] += 1
+            if k == kind:
+                mine[slot].append(latency * 1000)
+    rows = [f"  {kind} by when it was sent (ms):"]
+    for slot in sorted(everything):
+        v = mine.get(slot, [])
+        figures = (f"n {len(v):>3}  p50 {pct(v, 50):>6.0f}  p99 {pct(v, 99):>6.0f}" if v
+                   else f"n {0:>3}")
+        rows.append(f"  {slot * window_s:>5.0f}-{(slot + 1) * window_s:<4.0f}s  {figures}"
+                    f"  (all requests sent: {everything[slot]})")
     return rows
 
 
