@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 from celery import Celery
@@ -11,6 +12,10 @@ from celery.signals import worker_process_init
 from practice import broker  # noqa: F401
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "practice.settings.dev")
+
+log = logging.getLogger(__name__)
+# Logged by each child once its warm-up is over (bench/load.py waits for it before measuring).
+TEXT_WARM_LINE = "text model warm-up done"
 
 app = Celery("practice", include=["practice.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -120,10 +125,13 @@ def _warm_text_model() -> None:
         try:
             encoder = text_model.encoder()
         except text_model.ModelUnavailable:
-            return  # remembered: text answers fall back to review with a notice
+            # Remembered: text answers fall back to review with a notice.
+            log.info("%s: no model", TEXT_WARM_LINE)
+            return
         key_points.prime([(part.prompt, part.key_point_specs)
                           for spec in registry.load_all().values() for part in spec.parts
                           if part.type == "text"], encoder)
         _settle_heap()  # torch and the model join the frozen heap
+        log.info("%s: model loaded", TEXT_WARM_LINE)
 
     threading.Thread(target=load, name="text-model-warmup", daemon=True).start()
