@@ -115,6 +115,7 @@ def _warm_text_model() -> None:
     seconds to start. ROOFLINE_TEXT_WARMUP=0 leaves it to the first text answer (the test
     suite's workers, which mostly never see one)."""
     if os.environ.get("ROOFLINE_TEXT_WARMUP", "1") == "0":
+        log.info("%s: skipped (ROOFLINE_TEXT_WARMUP=0)", TEXT_WARM_LINE)
         return
     import threading
 
