@@ -12,24 +12,41 @@ from .exercise import Exercise
 class SubmissionManager(models.Manager["Submission"]):
     def latest_per_part(self, user_id: int, exercise_id: int, variant: str
                         ) -> dict[str, Submission]:
-        """The newest exercise-page answer (no review) to each part in `variant`, by part id, in
-        one query. Written as SQL because it is on every exercise page: the ORM's form (a
-        correlated Subquery) cost ~2 ms a page to compile, ten times what the database takes
-        to answer it. ROW_NUMBER() is in SQLite since 3.25 and in every supported PostgreSQL;
-        the order is the model's (newest queued_at first, then the higher id)."""
-        meta = self.model._meta
+        """The newest exercise-page answer (no review) to each part in `variant`, by part id,
+        in one query, each with `has_review_notes`: whether an instructor's review or comment
+        is on it (the review_notes tag then asks nothing more for an answer without).
+
+        Written as SQL because it is on every exercise page: the ORM's form (a correlated
+        Subquery, then two queries for the notes) cost ~2 ms a page to compile, ten times what
+        the database takes to answer it. ROW_NUMBER() is in SQLite since 3.25 and in every
+        supported PostgreSQL; the order is the model's (newest queued_at first, then the
+        higher id)."""
+        # The two note tables, by the relations they point at this model with (no import of
+        # practice/models/cohort.py, which imports this module).
+        sub = self.model
+        review = sub._meta.get_field("review").related_model
+        comment = sub._meta.get_field("comments").related_model
         q = connection.ops.quote_name
 
-        def col(name: str) -> str:
-            return q(meta.get_field(name).column)
+        def col(model: type[models.Model], name: str) -> str:
+            return q(model._meta.get_field(name).column)
 
-        sql = (f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {col('part_id')} "
-               f"ORDER BY {col('queued_at')} DESC, {col('id')} DESC) AS newest_first "
-               f"FROM {q(meta.db_table)} WHERE {col('user')} = %s AND {col('exercise')} = %s "
-               f"AND {col('variant')} = %s AND {col('recall_item')} IS NULL) AS mine "
-               f"WHERE newest_first = 1")
+        def noted(model: type[models.Model]) -> str:
+            return (f"EXISTS (SELECT 1 FROM {q(model._meta.db_table)} "
+                    f"WHERE {col(model, 'submission')} = mine.{col(sub, 'id')})")
+
+        sql = (f"SELECT mine.*, ({noted(review)} OR {noted(comment)}) AS has_review_notes "
+               f"FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {col(sub, 'part_id')} "
+               f"ORDER BY {col(sub, 'queued_at')} DESC, {col(sub, 'id')} DESC) AS newest_first "
+               f"FROM {q(sub._meta.db_table)} WHERE {col(sub, 'user')} = %s "
+               f"AND {col(sub, 'exercise')} = %s AND {col(sub, 'variant')} = %s "
+               f"AND {col(sub, 'recall_item')} IS NULL) AS mine WHERE mine.newest_first = 1")
         params: list[Any] = [user_id, exercise_id, variant]
-        return {sub.part_id: sub for sub in self.raw(sql, params)}
+        latest = {}
+        for found in self.raw(sql, params):
+            found.has_review_notes = bool(found.has_review_notes)  # SQLite answers 0 or 1
+            latest[found.part_id] = found
+        return latest
 
 
 class Submission(models.Model):

@@ -12,22 +12,10 @@ from practice.models import Comment, Review
 register = template.Library()
 
 
-def mark_reviewed(subs: list[Any]) -> None:
-    """Tell each submission whether anything of a review is on it, in two queries for a whole
-    page, so that the tag below asks no more for the (many) answers nobody has reviewed."""
-    ids = [sub.pk for sub in subs]
-    if not ids:
-        return
-    noted = set(Review.objects.filter(submission_id__in=ids).values_list("submission_id",
-                                                                           flat=True))
-    noted |= set(Comment.objects.filter(submission_id__in=ids).values_list("submission_id",
-                                                                             flat=True))
-    for sub in subs:
-        sub.has_review_notes = sub.pk in noted
-
-
 @register.inclusion_tag("practice/partials/review_notes.html")
 def review_notes(sub: Any) -> dict[str, Any]:
+    # The exercise page's answers come with has_review_notes (Submission.objects.
+    # latest_per_part): one without notes costs no query here. Any other is looked up.
     if not getattr(sub, "finished", False) or getattr(sub, "has_review_notes", True) is False:
         return {"show": False}
     review = (Review.objects.filter(submission_id=sub.pk).prefetch_related("items")

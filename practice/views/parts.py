@@ -13,7 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import floatformat
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -28,7 +28,6 @@ from practice.actions.submissions import contest_key_point, reveal_solution, sub
 from practice.markdown import render_markdown
 from practice.models import Exercise, HintReveal, PartState, RecallItem, Submission, User
 from practice.rendered import rendered
-from practice.templatetags import review_notes
 from practice.variants import variant_params
 from practice.views.fragments import with_due_count
 
@@ -48,6 +47,14 @@ def _sections(spec: ExerciseSpec, variant: str) -> tuple[str, str, dict[str, str
 def _points(points: float) -> str:
     """A part's points as the page writes them: "1", "0.5" (floatformat's "-1")."""
     return str(floatformat(points, "-1"))
+
+
+@lru_cache(maxsize=1024)
+def _part_urls(prefix: str, slug: str, part_id: str) -> dict[str, str]:
+    """A part's submit and reveal URLs, reversed once per process (the URLconf is fixed;
+    the script prefix, under which the site is mounted, is part of the key)."""
+    return {"submit_url": reverse("submit_part", args=[slug, part_id]),
+            "reveal_url": reverse("reveal_part", args=[slug, part_id])}
 
 
 def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec,
@@ -78,7 +85,8 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "exercise": exercise, "part": part, "state": state, "latest": latest, "error": error,
         # What the template asks of every part, as plain keys: on this page of six or seven
         # parts, each look-up through an object or a filter was a measurable share of it.
-        "id": part.id, "kind": part.type, "field_id": f"answer-{part.id}", "points": _points(part.points),
+        "id": part.id, "kind": part.type, "field_id": f"answer-{part.id}",
+        "points": _points(part.points),
         "solved": bool(state and state.solved_at),
         "provisional": latest is not None and latest.verdict == Submission.Verdict.PROVISIONAL,
         "draft": draft or (latest.answer if latest else starter),
@@ -87,8 +95,7 @@ def _one_part(user: User, exercise: Exercise, spec: ExerciseSpec, part: PartSpec
         "key_points": part.key_points if latest and part.type == "text" and not hidden else (),
         "mock_hidden": hidden,
         "kernel_on_gpu": routing.kernels_on_gpu(),
-        "submit_url": reverse("submit_part", args=[exercise.slug, part.id]),
-        "reveal_url": reverse("reveal_part", args=[exercise.slug, part.id]),
+        **_part_urls(get_script_prefix(), exercise.slug, part.id),
         # Without JavaScript the form posts and the page comes back: in the mode it was in.
         "page_mode": "interview" if interview_mode else "",
         "review": None,
@@ -161,6 +168,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
     # Every part's latest submission and state in two queries, not two per part (in this
     # order, for the reason in _one_part).
     # The page is the student's own variant: a review's answers (another variant) are not its.
+    # Each latest answer also says whether an instructor's notes are on it (review_notes tag).
     latest = Submission.objects.latest_per_part(user.pk, exercise.pk, variant)
     states = {st.part_id: st for st in PartState.objects.filter(user=user, exercise=exercise)}
     parts = []
@@ -171,7 +179,6 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
         parts.append(_one_part(user, exercise, spec, part, html, hidden,
                                found=(states.get(part.id), latest.get(part.id)),
                                interview_mode=interview_mode))
-    review_notes.mark_reviewed([p["latest"] for p in parts if p["latest"] is not None])
     evidence = registry.evidence(spec, variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "interview_mode": interview_mode, "hints": hint_list, "parts": parts,

@@ -210,6 +210,31 @@ def test_each_part_shows_its_newest_answer_in_the_page_variant(alice: User) -> N
     assert Submission.objects.latest_per_part(alice.pk, exercise.pk, "v3") == {}
 
 
+def test_each_latest_answer_says_whether_an_instructors_notes_are_on_it(alice: User) -> None:
+    """latest_per_part's has_review_notes, which spares the review_notes tag its two queries for
+    an answer nobody reviewed: a review, a comment, or nothing (and another answer's notes do
+    not count)."""
+    from practice.models import Comment, Review
+
+    exercise = Exercise.objects.get(slug="kv_transfer_disagg")
+    teacher = User.objects.create_user("teacher", password="pw-teacher-1")
+
+    def row(part: str) -> Submission:
+        return Submission.objects.create(user=alice, exercise=exercise, part_id=part,
+                                         part_type="number", variant="v1", answer=part)
+
+    reviewed, commented, bare = row("a"), row("b"), row("c")
+    older = row("d")
+    row("d")  # the newest of d: the older one's comment is not on it
+    Review.objects.create(submission=reviewed, override_score=0.5, reviewer=teacher)
+    Comment.objects.create(submission=commented, author=teacher, body="see line 1", line=1)
+    Comment.objects.create(submission=older, author=teacher, body="old")
+    latest = Submission.objects.latest_per_part(alice.pk, exercise.pk, "v1")
+    assert {p: s.has_review_notes for p, s in latest.items()} == {
+        "a": True, "b": True, "c": False, "d": False}
+    assert latest["c"].pk == bare.pk
+
+
 def test_a_part_reads_its_latest_submission_before_its_state(client: Client,
                                                              alice: User) -> None:
     """A worker may finish between the two reads. Reading the state first could draw a finished
