@@ -71,7 +71,10 @@ def worker_env(broker: str, var_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}
     env |= {"DJANGO_SETTINGS_MODULE": "practice.settings.test",
             "DATABASE_URL": database_url_for_workers(), "ROOFLINE_VAR_DIR": str(var_dir),
-            "PYTHONPATH": str(ROOT), "ROOFLINE_TEXT_WARMUP": "0"}
+            "PYTHONPATH": str(ROOT), "ROOFLINE_TEXT_WARMUP": "0",
+            # A test waits on its worker: at a lower priority than the test processes beside
+            # it (practice/celery.py lowers the worker's whole session) it would only wait longer.
+            "ROOFLINE_WORKER_NICE": "0"}
     if broker != "embedded":
         env["REDIS_URL"] = broker
     return env

@@ -22,6 +22,10 @@ def test_a_short_load_run_loses_nothing() -> None:
     # Its own SQLite file and embedded broker: CI's PostgreSQL database and Redis stay untouched.
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "ROOFLINE_VAR_DIR")}
+    # The chain, not the figures: its workers neither load the text model (no text answer is
+    # sent, and the bench would wait for it) nor yield to the other tests running beside this
+    # one (practice/celery.py lowers a worker's whole session), which would only stretch it.
+    env |= {"ROOFLINE_TEXT_WARMUP": "0", "ROOFLINE_WORKER_NICE": "0"}
     proc = subprocess.run(
         [sys.executable, "bench/load.py", "--duration", "5", "--students", "3", "--think", "1",
          "--ratio-seconds", "2", "--ratio-concurrency", "2", "--drain", "120",
