@@ -177,7 +177,10 @@ def start_servers(args: argparse.Namespace, env: dict[str, str], procs: Processe
     procs.start("gunicorn", [
         sys.executable, "-m", "gunicorn", "practice.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", str(args.web_workers),
-        "--worker-class", "sync", "--timeout", "90", "--graceful-timeout", "5"], env)
+        "--worker-class", "sync", "--timeout", "90", "--graceful-timeout", "5",
+        # As docker/app/Dockerfile runs it: the workers' heartbeat file in memory, where a
+        # disk busy with the database's fsyncs cannot hold up a worker between requests.
+        "--worker-tmp-dir", "/dev/shm"], env)
     workers = []
     for i in range(args.celery_workers):
         beat = ["-B", "-s", str(tmp / "celerybeat-schedule")] if i == 0 else []
