@@ -73,13 +73,12 @@ def catalog(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
-    # After the first visit the exercise comes with the student's variant, in one query.
+    # After the first visit the exercise comes with the student's variant, in one query; on
+    # the first, part_context draws the variant (assignment_for).
     kept = active_assignment(request.user, slug)  # type: ignore[arg-type]
-    if kept is not None:
-        exercise, variant = kept.exercise, kept.variant
-    else:
-        exercise = get_object_or_404(Exercise, slug=slug, active=True)
-        variant = assignment_for(request.user, exercise).variant  # type: ignore[arg-type]
+    exercise = (kept.exercise if kept is not None
+                else get_object_or_404(Exercise, slug=slug, active=True))
+    variant = kept.variant if kept is not None else ""
     spec = registry.get(slug)
     # ?mode=interview holds the statement's hints back; a running mock interview always does
     # (part_context asks for it).
