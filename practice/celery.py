@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import time
 
 from celery import Celery
 from celery.signals import worker_process_init
@@ -73,6 +74,8 @@ def _lower_priority() -> None:
 
 
 AUTOGROUP = "/proc/self/autogroup"
+AUTOGROUP_TRIES = 5
+AUTOGROUP_RETRY_S = 0.11  # the kernel's limit is HZ / 10 between writes
 
 
 def lower_own_autogroup(nice: int, path: str = AUTOGROUP) -> bool:
@@ -86,15 +89,22 @@ def lower_own_autogroup(nice: int, path: str = AUTOGROUP) -> bool:
     waited seconds. Only when the child's parent (the Celery main process) leads the session is
     the autogroup the worker's alone; in a session shared with the web (`make run` from one
     shell) it is left as it is, and the niceness above already works there. Raising a
-    niceness needs no privilege. True when the autogroup's niceness was set."""
+    niceness needs no privilege, but without CAP_SYS_ADMIN the kernel takes one such write a
+    tenth of a second machine-wide and answers EAGAIN to the rest (two pool children starting
+    at once): those wait and write again. True when the autogroup's niceness was set."""
     if os.getsid(0) != os.getppid():
         return False
-    try:
-        with open(path, "w", encoding="ascii") as f:
-            f.write(f"{nice}\n")
-    except OSError:
-        return False  # no autogroup in this kernel, or a read-only /proc: nothing to even out
-    return True
+    for _ in range(AUTOGROUP_TRIES):
+        try:
+            with open(path, "w", encoding="ascii") as f:
+                f.write(f"{nice}\n")
+        except BlockingIOError:
+            time.sleep(AUTOGROUP_RETRY_S)
+        except OSError:
+            return False  # no autogroup in this kernel, or a read-only /proc: nothing to even out
+        else:
+            return True
+    return False
 
 
 def _settle_heap() -> None:
