@@ -1,0 +1,59 @@
+"""practice.heap: a web worker settles its heap (one full collection, then gc.freeze) at a few
+request counts only, and the WSGI module the web server loads is what installs it."""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from practice.heap import HeapSettler
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_heap_is_settled_at_the_given_request_counts_and_no_others() -> None:
+    settler = HeapSettler(at=frozenset({2, 5}))
+    frozen_before = gc.get_freeze_count()
+    try:
+        frozen_at = []
+        for served in range(1, 8):
+            before = settler.frozen
+            settler()
+            if settler.frozen != before:
+                frozen_at.append(served)
+        assert frozen_at == [2, 5]
+        assert settler.served == 7
+        # What was alive is now in the permanent generation.
+        assert gc.get_freeze_count() > frozen_before
+    finally:
+        gc.unfreeze()  # this test process keeps its heap as it was
+
+
+# The web server imports practice.wsgi; a finished request then reaches the settler. Run in a
+# process of its own so that this test run's heap is never frozen.
+PROBE = textwrap.dedent("""
+    import gc, sys
+    sys.path.insert(0, {root!r})
+    from django.core.signals import request_finished
+    import practice.wsgi
+    print("frozen-before", gc.get_freeze_count())
+    request_finished.send(sender=None)
+    print("frozen-after", gc.get_freeze_count())
+    request_finished.send(sender=None)
+    print("frozen-later", gc.get_freeze_count())
+""")
+
+
+def test_the_wsgi_application_settles_its_heap_after_its_first_request() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(root=str(ROOT))], capture_output=True, text=True,
+        timeout=120, check=True, cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "practice.settings.test"}).stdout
+    counts = dict(line.split() for line in out.splitlines() if line.startswith("frozen-"))
+    assert int(counts["frozen-before"]) == 0
+    assert int(counts["frozen-after"]) > 0
+    # The second request is not one of the points: nothing more is frozen.
+    assert counts["frozen-later"] == counts["frozen-after"]
