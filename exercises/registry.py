@@ -506,6 +506,35 @@ def evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence]:
     return found
 
 
+def cached_evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence] | None:
+    """The variant's evidence if this process has it already ({} for an exercise without
+    `evidence()`), else None: nothing is made."""
+    fn = getattr(spec.module, "evidence", None)
+    if fn is None:
+        return {}
+    key = (fn, json.dumps(params, sort_keys=True, default=str))
+    with _evidence_lock:
+        hit = _evidence_cache.get(key)
+        if hit is not None:
+            _evidence_cache.move_to_end(key)
+        return hit
+
+
+def keep_evidence(spec: ExerciseSpec, params: dict[str, Any],
+                  found: dict[str, Evidence]) -> None:
+    """Hold evidence another process made (practice.evidence, from the shared cache) as if it
+    had been made here, so the next view of the variant reads it from memory."""
+    fn = getattr(spec.module, "evidence", None)
+    if fn is None:
+        return
+    key = (fn, json.dumps(params, sort_keys=True, default=str))
+    with _evidence_lock:
+        _evidence_cache[key] = found
+        _evidence_cache.move_to_end(key)
+        while len(_evidence_cache) > EVIDENCE_CACHE_SIZE:
+            _evidence_cache.popitem(last=False)
+
+
 EVIDENCE_CACHE_SIZE = 64  # variants; each entry is at most MAX_EVIDENCE_BYTES of JSON-able data
 _evidence_lock = threading.Lock()
 _evidence_cache: OrderedDict[tuple[Any, str], dict[str, Evidence]] = OrderedDict()

@@ -16,6 +16,7 @@ from exercises.spec import ExerciseSpec
 from practice import catalog_filters, interview
 from practice.actions.exercises import active_assignment, assignment_for
 from practice.actions.people import sign_up
+from practice.evidence import variant_evidence
 from practice.models import Exercise, MockInterview, PartState, Submission, User
 from practice.variants import variant_params
 from practice.views.parts import part_context
@@ -97,7 +98,7 @@ def evidence_download(request: HttpRequest, slug: str, name: str) -> HttpRespons
 
 def evidence_response(spec: ExerciseSpec, variant: str, name: str) -> HttpResponse:
     """One evidence file of `variant` as a JSON download; 404 for a name it does not have."""
-    found = registry.evidence(spec, variant_params(spec, variant))
+    found = variant_evidence(spec, variant_params(spec, variant))
     if name not in found:
         raise Http404("no such evidence")
     ev = found[name]

@@ -25,6 +25,7 @@ from practice.actions import NotAllowed
 from practice.actions.exercises import assignment_for
 from practice.actions.hints import reveal_hint
 from practice.actions.submissions import contest_key_point, reveal_solution, submit_answer
+from practice.evidence import variant_evidence
 from practice.markdown import render_markdown
 from practice.models import Exercise, HintReveal, PartState, RecallItem, Submission, User
 from practice.rendered import rendered
@@ -128,7 +129,7 @@ def review_part_context(user: User, item: RecallItem, error: str = "", draft: st
         "reveal_url": "",  # a review has no giving up: its solution shows once it is answered
         "review": item,
     })
-    evidence = registry.evidence(spec, variant_params(spec, item.variant))
+    evidence = variant_evidence(spec, variant_params(spec, item.variant))
     return {"exercise": exercise, "item": item, "variant": item.variant,
             "statement_html": statement, "p": p,
             "evidence": [(name, ev, reverse("review_evidence", args=[item.pk, name]))
@@ -179,7 +180,7 @@ def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
         parts.append(_one_part(user, exercise, spec, part, html, hidden,
                                found=(states.get(part.id), latest.get(part.id)),
                                interview_mode=interview_mode))
-    evidence = registry.evidence(spec, variant_params(spec, variant))
+    evidence = variant_evidence(spec, variant_params(spec, variant))
     return {"exercise": exercise, "spec": spec, "variant": variant, "statement_html": statement,
             "interview_mode": interview_mode, "hints": hint_list, "parts": parts,
             "evidence": [(name, ev, reverse("evidence", args=[exercise.slug, name]))
