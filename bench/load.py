@@ -28,9 +28,9 @@ inline); lost submissions, i.e. this run's rows still queued or running after th
 and the queue has had --drain seconds to empty (must be 0); then a second, closed-loop phase
 with --ratio-concurrency logged-in clients and no think time, after a warm-up that opens
 every exercise page twice per web worker (as a server that has been up a while has them
-rendered), alternating slices of the exercise page and a trivial view (GET /login/, the login form: no query of its own; not
-/healthz/, which probes the database and the broker; the clients are logged in, so both pay the
-same session and user look-up), which gives the exercise page's throughput as a ratio to the
+rendered), alternating slices of the exercise page and a trivial view (GET /login/, the login
+form: no query of its own; not /healthz/, which probes the database and the broker; the
+clients are logged in, so both pay the same session and user look-up), which gives the exercise page's throughput as a ratio to the
 trivial view's, same server, same concurrency, same run. The client runs on the same cores as
 the server, and its cost per request is the same for both views, so the ratio understates how
 much heavier the page is.
