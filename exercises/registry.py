@@ -488,31 +488,27 @@ def evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence]:
     Cached per variant: some exercises simulate a whole engine run to make theirs (up to ~0.3 s),
     and the exercise page lists them on every view. Evidence is a pure function of the variant
     (the suite checks it), so the cached objects are shared; callers only read them."""
-    fn = getattr(spec.module, "evidence", None)
-    if fn is None:
-        return {}
-    # Keyed by the function itself: the cache holds it, so its identity cannot be reused.
-    key = (fn, json.dumps(params, sort_keys=True, default=str))
-    with _evidence_lock:
-        hit = _evidence_cache.get(key)
-        if hit is not None:
-            _evidence_cache.move_to_end(key)
-            return hit
-    found = _checked_evidence(spec, fn(dict(params)))
-    with _evidence_lock:
-        _evidence_cache[key] = found
-        while len(_evidence_cache) > EVIDENCE_CACHE_SIZE:
-            _evidence_cache.popitem(last=False)
+    hit = cached_evidence(spec, params)
+    if hit is not None:
+        return hit
+    found = _checked_evidence(spec, spec.module.evidence(dict(params)))
+    keep_evidence(spec, params, found)
     return found
+
+
+def _evidence_key(spec: ExerciseSpec, params: dict[str, Any]) -> tuple[Any, str] | None:
+    """Keyed by the exercise's function itself: the cache holds it, so its identity cannot be
+    reused by another. None for an exercise without `evidence()`."""
+    fn = getattr(spec.module, "evidence", None)
+    return None if fn is None else (fn, json.dumps(params, sort_keys=True, default=str))
 
 
 def cached_evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evidence] | None:
     """The variant's evidence if this process has it already ({} for an exercise without
     `evidence()`), else None: nothing is made."""
-    fn = getattr(spec.module, "evidence", None)
-    if fn is None:
+    key = _evidence_key(spec, params)
+    if key is None:
         return {}
-    key = (fn, json.dumps(params, sort_keys=True, default=str))
     with _evidence_lock:
         hit = _evidence_cache.get(key)
         if hit is not None:
@@ -522,12 +518,11 @@ def cached_evidence(spec: ExerciseSpec, params: dict[str, Any]) -> dict[str, Evi
 
 def keep_evidence(spec: ExerciseSpec, params: dict[str, Any],
                   found: dict[str, Evidence]) -> None:
-    """Hold evidence another process made (practice.evidence, from the shared cache) as if it
-    had been made here, so the next view of the variant reads it from memory."""
-    fn = getattr(spec.module, "evidence", None)
-    if fn is None:
+    """Hold the variant's evidence in this process (made here, or by another process and read
+    from the shared cache: practice.evidence), so its next view reads it from memory."""
+    key = _evidence_key(spec, params)
+    if key is None:
         return
-    key = (fn, json.dumps(params, sort_keys=True, default=str))
     with _evidence_lock:
         _evidence_cache[key] = found
         _evidence_cache.move_to_end(key)
