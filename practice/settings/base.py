@@ -232,13 +232,21 @@ ROOFLINE_SSL_REDIRECT = os.environ.get("ROOFLINE_SSL_REDIRECT", "1") != "0"
 # Counters live where every web process sees them: submissions are counted in the database;
 # failed log-ins in this cache (Redis when there is one, else files under VAR_DIR, which every
 # process on this machine shares; never per-process memory).
+# Evidence shared between processes (practice/evidence.py) has a cache of its own: the file
+# cache culls a third of its entries at random past MAX_ENTRIES, and evidence must never push
+# a log-in counter out.
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "KEY_PREFIX": "roofline",
-                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
+    _REDIS_CACHE = {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                    "LOCATION": REDIS_URL,
+                    "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}
+    CACHES = {"default": {**_REDIS_CACHE, "KEY_PREFIX": "roofline"},
+              "evidence": {**_REDIS_CACHE, "KEY_PREFIX": "roofline-evidence"}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                          "LOCATION": str(VAR_DIR / "cache")}}
+                          "LOCATION": str(VAR_DIR / "cache")},
+              "evidence": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                           "LOCATION": str(VAR_DIR / "cache-evidence"),
+                           "OPTIONS": {"MAX_ENTRIES": 2000}}}
 # A student may have this many submissions queued or running at once (each holds a worker).
 ROOFLINE_MAX_IN_FLIGHT = int(os.environ.get("ROOFLINE_MAX_IN_FLIGHT", "5"))
 # ... and send at most this many answers per window (every part type; invalid ones are free).

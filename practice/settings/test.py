@@ -40,7 +40,9 @@ WHITENOISE_AUTOREFRESH = True
 (VAR_DIR / "staticfiles").mkdir(exist_ok=True)
 # Per-process memory is right for tests (each test clears it; workers never read it), and keeps
 # log-in counters out of the shared Redis that CI's REDIS_URL points at.
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+          "evidence": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                       "LOCATION": "evidence"}}
 # Suites submit hundreds of answers as one student (every exercise solved in one browser run, a
 # hundred code submissions for the crash test): the caps are off here, and
 # tests/security/test_rate_limits.py turns the real ones back on.

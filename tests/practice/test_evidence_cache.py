@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 
 from exercises import registry
 from practice import evidence
@@ -27,11 +27,12 @@ def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real(spec, params)
 
     monkeypatch.setattr(registry, "evidence", counting)
+    monkeypatch.setattr(evidence, "SHARE_ABOVE_S", 0)  # whatever this machine's speed
     registry._evidence_cache.clear()
-    cache.clear()
+    caches["evidence"].clear()
     yield calls
     registry._evidence_cache.clear()
-    cache.clear()
+    caches["evidence"].clear()
 
 
 def _variant() -> tuple[Any, dict[str, Any]]:
@@ -51,6 +52,20 @@ def test_another_process_reads_the_evidence_instead_of_making_it(made: list[str]
         {k: registry.evidence_bytes(v) for k, v in first.items()}
     # ... and keeps it in memory from then on.
     assert registry.cached_evidence(spec, params) is second
+    # In a cache of its own: evidence never crowds the log-in counters out of the default one.
+    key = evidence.cache_key(spec, params)
+    assert caches["evidence"].get(key) is not None and caches["default"].get(key) is None
+
+
+def test_evidence_made_quickly_is_made_by_each_process(made: list[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evidence, "SHARE_ABOVE_S", 3600)
+    spec, params = _variant()
+    evidence.variant_evidence(spec, params)
+    assert caches["evidence"].get(evidence.cache_key(spec, params)) is None
+    registry._evidence_cache.clear()
+    evidence.variant_evidence(spec, params)
+    assert made == [SLUG, SLUG]
 
 
 def test_evidence_made_by_other_code_is_not_read(made: list[str],
@@ -73,8 +88,8 @@ def test_a_cache_that_fails_costs_only_the_sharing(made: list[str],
     def down(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("cache down")
 
-    monkeypatch.setattr(evidence.cache, "get", down)
-    monkeypatch.setattr(evidence.cache, "set", down)
+    monkeypatch.setattr(caches["evidence"], "get", down)
+    monkeypatch.setattr(caches["evidence"], "set", down)
     found = evidence.variant_evidence(spec, params)
     assert made == [SLUG]
     assert {k: registry.evidence_bytes(v) for k, v in found.items()} == expected
