@@ -30,10 +30,10 @@ with --ratio-concurrency logged-in clients and no think time, after a warm-up th
 every exercise page twice per web worker (as a server that has been up a while has them
 rendered), alternating slices of the exercise page and a trivial view (GET /login/, the login
 form: no query of its own; not /healthz/, which probes the database and the broker; the
-clients are logged in, so both pay the same session and user look-up), which gives the exercise page's throughput as a ratio to the
-trivial view's, same server, same concurrency, same run. The client runs on the same cores as
-the server, and its cost per request is the same for both views, so the ratio understates how
-much heavier the page is.
+clients are logged in, so both pay the same session and user look-up), which gives the
+exercise page's throughput as a ratio to the trivial view's, same server, same concurrency,
+same run. The client runs on the same cores as the server, and its cost per request is the
+same for both views, so the ratio understates how much heavier the page is.
 
 Exit status 1 when a submission was lost, a request failed (5xx, connection error, timeout)
 or a server process died; the temporary folder (logs, database) is then kept and printed.
