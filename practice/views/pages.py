@@ -74,12 +74,12 @@ def catalog(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
-    # After the first visit the exercise comes with the student's variant, in one query; on
-    # the first, part_context draws the variant (assignment_for).
+    # After the first visit the exercise comes with the student's variant, in one query.
     kept = active_assignment(request.user, slug)  # type: ignore[arg-type]
-    exercise = (kept.exercise if kept is not None
-                else get_object_or_404(Exercise, slug=slug, active=True))
-    variant = kept.variant if kept is not None else ""
+    if kept is not None:
+        exercise, variant = kept.exercise, kept.variant
+    else:  # the first visit: part_context draws the variant (assignment_for)
+        exercise, variant = get_object_or_404(Exercise, slug=slug, active=True), ""
     spec = registry.get(slug)
     # ?mode=interview holds the statement's hints back; a running mock interview always does
     # (part_context asks for it).
