@@ -4,7 +4,7 @@ made from them, and the per-check verdicts summed up as "N of M cases fail. Smal
 checks.py runs in the worker (graders.code.load_module loads it by path), so it imports this
 module directly: `from graders import checkkit`. The sandbox never sees it.
 
-    drawn = checkkit.draw(_random_input(), seed, RANDOM_CASES)   # Hypothesis, pinned
+    drawn = checkkit.draw(_random_input(), seed, RANDOM_CASES)   # Hypothesis, seeded
     cases += checkkit.drawn_cases(cases, drawn)                  # random-001, ...
     cases = checkkit.with_draws(edge, drawn_json, size_key)      # both, smallest first
     ref = checkkit.sibling(__file__, "reference")                # trusted, loaded once
@@ -22,12 +22,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from random import Random
 from types import ModuleType
 from typing import Any, NamedTuple, TypeVar
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.control import BuildContext
+from hypothesis.errors import StopTest, UnsatisfiedAssumption
+
+# Hypothesis's internals, pinned by pyproject.toml's version bound (see draw).
+from hypothesis.internal.conjecture.choice import choice_constraints_key, choice_permitted
+from hypothesis.internal.conjecture.data import ConjectureData
+from hypothesis.internal.conjecture.providers import GLOBAL_CONSTANTS, HypothesisProvider
 
 from exercises.file_module import load_file
 from graders.base import Check
@@ -50,21 +56,52 @@ def sibling(checks_file: str, stem: str) -> ModuleType:
 def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
     """Up to `n` values of `strategy`, always the same list for the same seed.
 
-    phases=[generate] and database=None: no shrinking and no example database, so nothing of an
-    earlier run (or of another process) changes what a seed draws. Health checks are off
-    because a slow or filtering strategy must still give its cases, never fail the grading.
-    Callers cache the result per seed (drawing costs a Hypothesis run)."""
+    Each value is one draw of the strategy from a Hypothesis ConjectureData fed by one
+    random.Random(seed), with no test engine around it. @given's engine costs 0.3-0.4 ms per
+    example before the strategy draws anything (its example tree, the mutations it makes of
+    earlier examples, the per-example build context and settings): half of a code grade, whose
+    hidden cases are drawn afresh for every submission (practice.variants.hidden_seed). Without
+    it a grade's draws take 0.4x the time, and the values are the strategy's own distribution
+    with no example repeated by construction (bench/grade_draws.py measures both).
+
+    The constants Hypothesis mixes into draws come only from its own fixed list: its default
+    also takes constants from every local module loaded in the process, which differ between a
+    worker and a regrade in another process, so the same seed could draw other cases. A value a
+    filter rejects (or an `assume`) is skipped, as @given skips it; at most 10 tries per value,
+    so a strategy that rejects nearly everything yields fewer values, never an error.
+    Callers cache the result per seed."""
+    rng = Random(seed)
     drawn: list[T] = []
-
-    @settings(database=None, max_examples=n, phases=[Phase.generate], derandomize=False,
-              deadline=None, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def collect(value: T) -> None:
-        drawn.append(value)
-
-    collect()
+    for _ in range(10 * n):
+        if len(drawn) >= n:
+            break
+        data = ConjectureData(random=rng, provider=_FixedConstantsProvider)
+        try:
+            with BuildContext(data, wrapped_test=draw):
+                drawn.append(data.draw(strategy))
+        except (StopTest, UnsatisfiedAssumption):
+            continue
     return drawn
+
+
+class _FixedConstantsProvider(HypothesisProvider):
+    """Hypothesis's own provider, its constants taken from its built-in list only (see draw)."""
+
+    def _maybe_draw_constant(self, choice_type: Any, constraints: Any, *,
+                             p: float = 0.05) -> Any:
+        if self._random is None or self._random.random() > p:
+            return None
+        key = (choice_type, choice_constraints_key(choice_type, constraints))
+        pool = _GLOBAL_CONSTANTS.get(key)
+        if pool is None:
+            # Sorted by repr: a set's order of strings changes with the process's hash seed.
+            pool = _GLOBAL_CONSTANTS[key] = tuple(sorted(
+                (c for c in GLOBAL_CONSTANTS.set_for_type(choice_type)
+                 if choice_permitted(c, constraints)), key=repr))
+        return self._random.choice(pool) if pool else None
+
+
+_GLOBAL_CONSTANTS: dict[Any, tuple[Any, ...]] = {}
 
 
 # --- strategies built once -----------------------------------------------------------------

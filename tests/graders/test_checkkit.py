@@ -22,6 +22,47 @@ def test_a_seed_always_draws_the_same_values_and_another_seed_others() -> None:
     assert 0 < len(a) <= 30
 
 
+def test_a_filter_skips_the_values_it_rejects_and_a_hopeless_one_gives_fewer() -> None:
+    evens = checkkit.draw(st.integers(0, 10**6).filter(lambda x: x % 2 == 0), 3, 40)
+    assert len(evens) == 40 and all(x % 2 == 0 for x in evens)
+    assert checkkit.draw(st.integers(0, 9).filter(lambda x: x > 99), 3, 5) == []
+
+
+# Draws of a wide integer range in a bare interpreter, printed as JSON. The second process first
+# loads a module full of other integer constants and has another hash seed: Hypothesis's default
+# would mix those constants into its draws (it takes them from every local module loaded).
+_DRAW_IN_A_FRESH_PROCESS = """
+import json, sys
+if sys.argv[1] == "more":
+    sys.path.insert(0, sys.argv[2])
+    import many_constants  # noqa: F401
+from hypothesis import strategies as st
+from graders import checkkit
+print(json.dumps(checkkit.draw(st.lists(st.integers(0, 10**9), max_size=8), 11, 200)))
+"""
+
+
+def test_a_seed_draws_the_same_values_in_any_process(tmp_path: Any) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    constants = ", ".join(str(7 * 10**5 + 13 * i) for i in range(400))
+    (tmp_path / "many_constants.py").write_text(f"VALUES = [{constants}]\n", encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    outputs = []
+    for extra, hash_seed in (("few", "1"), ("more", "2")):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(root)}
+        run = subprocess.run([sys.executable, "-c", _DRAW_IN_A_FRESH_PROCESS, extra,
+                              str(tmp_path)], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, check=True)
+        outputs.append(json.loads(run.stdout))
+    assert outputs[0] == outputs[1] == checkkit.draw(
+        st.lists(st.integers(0, 10**9), max_size=8), 11, 200)
+
+
 def test_drawn_cases_skip_inputs_already_there_and_number_the_rest() -> None:
     cases = [_case("edge-one", 1)]
     fresh = checkkit.drawn_cases(cases, [{"n": 1}, {"n": 2}, {"n": 2}, {"n": 3}])

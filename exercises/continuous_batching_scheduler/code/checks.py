@@ -141,7 +141,7 @@ def _random_input(draw: st.DrawFn) -> dict[str, Any]:
     # make half the traces one request or one sequence wide, with nothing to schedule.
     block = draw(checkkit.sampled_from((2, 4, 1, 3, 4, 2)))
     requests = []
-    for i in range(draw(checkkit.sampled_from((3, 2, 4, 3, 5, 1, 2, 4)))):
+    for i in range(draw(checkkit.sampled_from((3, 2, 4, 3, 5, 1, 4, 3, 5)))):
         plen = draw(checkkit.sampled_from((6, 10, 3, 14, 1, 20, 8, 5)))
         max_new = draw(checkkit.sampled_from((4, 6, 2, 8, 1, 5, 3)))
         prompt = draw(checkkit.lists(checkkit.integers(0, MAX_TOKEN), min_size=plen, max_size=plen))
@@ -150,8 +150,8 @@ def _random_input(draw: st.DrawFn) -> dict[str, Any]:
     # The pool holds the largest request plus a few blocks, so requests compete for it and
     # preemptions are common; sometimes it is roomy.
     largest = max(-(-(len(r["prompt"]) + r["max_new_tokens"] - 1) // block) for r in requests)
-    blocks = largest + draw(checkkit.sampled_from((1, 0, 2, 1, 3, 0, 5, 12)))
-    seqs = draw(checkkit.sampled_from((3, 2, 4, 6, 3, 1, 5)))
+    blocks = largest + draw(checkkit.sampled_from((1, 0, 2, 0, 1, 0, 3, 0, 5, 12)))
+    seqs = draw(checkkit.sampled_from((3, 2, 4, 6, 3, 1, 5, 4)))
     budget = draw(checkkit.sampled_from((8, 4, 12, 6, 1, 16, 24, 3, 10, 2)))
     return {"config": [blocks, block, seqs, budget],
             "requests": requests}
