@@ -195,6 +195,9 @@ class Verdicts:
     def __init__(self, rank: Callable[[Case], Any] | None = None) -> None:
         # Without `rank`, every add() gives its own.
         self.rank = rank
+        # rank(case) by the case object: a starter fails every case on every check, and a
+        # size_key may serialise the whole case, so each case is ranked once per grade.
+        self._ranks: dict[int, Any] = {}
         self.rows: dict[str, list[Row]] = {}
 
     def add(self, name: str, case: Case, passed: bool, message: str = "", *,
@@ -213,7 +216,10 @@ class Verdicts:
             return row.rank
         if self.rank is None:
             raise TypeError(f"no rank for case {row.case['id']}: give Verdicts a rank(case)")
-        return self.rank(row.case)
+        key = id(row.case)  # the rows hold the case, so no other object takes its id meanwhile
+        if key not in self._ranks:
+            self._ranks[key] = self.rank(row.case)
+        return self._ranks[key]
 
     def checks(self, table: CheckTable, *, noun: str = "cases", lead: str = "Smallest: ",
                bare_when_alone: bool = False) -> list[Check]:

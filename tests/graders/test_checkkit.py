@@ -182,3 +182,20 @@ def test_the_built_strategies_are_reused_and_bounded(monkeypatch: Any) -> None:
     for n in range(10):  # keys that never repeat
         checkkit.integers(0, n)
         assert len(checkkit._BUILT) <= 3
+
+
+def test_each_failing_case_is_ranked_once_however_many_checks_it_fails() -> None:
+    ranked: list[str] = []
+
+    def rank(case: dict[str, Any]) -> int:
+        ranked.append(case["id"])
+        return case["input"]["n"]
+
+    v = checkkit.Verdicts(rank)
+    cases = [_case("a", 3), _case("b", 1), _case("c", 2)]
+    for name in ("one", "two", "three"):
+        for c in cases:
+            v.add(name, c, False, f"{name} fails on {c['id']}")
+    found = v.checks([("one", 1.0, "-"), ("two", 1.0, "-"), ("three", 1.0, "-")])
+    assert [c.details["case"] for c in found] == ["b", "b", "b"]
+    assert sorted(ranked) == ["a", "b", "c"]
