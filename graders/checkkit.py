@@ -143,6 +143,24 @@ def booleans() -> st.SearchStrategy[bool]:
     return _built(st.booleans)
 
 
+def picks(options: Sequence[T], *, min_size: int = 0, max_size: int) -> st.SearchStrategy[list[T]]:
+    """A list of `options` (each equally likely, repeats allowed), sized as st.lists sizes
+    one: st.lists(st.sampled_from(options), min_size=, max_size=) in distribution, drawn as one
+    st.binary whose bytes pick the options. A list of sampled_from draws is one Hypothesis
+    choice per element, and a choice costs about as much as the rest of a simple case; the
+    bytes are one choice. Up to 16 options: byte % len(options) then favours none by more than
+    len(options)/256 of its share."""
+    if not 1 <= len(options) <= 16:
+        raise ValueError(f"picks takes 1 to 16 options, not {len(options)}")
+    return _built(_picks, tuple(options), min_size, max_size)
+
+
+def _picks(options: tuple[T, ...], min_size: int, max_size: int) -> st.SearchStrategy[list[T]]:
+    n = len(options)
+    return st.binary(min_size=min_size, max_size=max_size).map(
+        lambda raw: [options[b % n] for b in raw])
+
+
 def lists(elements: st.SearchStrategy[T], **sizes: Any) -> st.SearchStrategy[list[T]]:
     """st.lists(elements, **sizes), built once per element strategy and sizes (give it a
     strategy built once, so that it is the same key each time)."""

@@ -199,3 +199,22 @@ def test_each_failing_case_is_ranked_once_however_many_checks_it_fails() -> None
     found = v.checks([("one", 1.0, "-"), ("two", 1.0, "-"), ("three", 1.0, "-")])
     assert [c.details["case"] for c in found] == ["b", "b", "b"]
     assert sorted(ranked) == ["a", "b", "c"]
+
+
+def test_picks_draws_lists_of_the_options_in_their_sizes_each_about_equally() -> None:
+    from collections import Counter
+
+    lists = checkkit.draw(checkkit.picks(("a", "b", "c"), min_size=2, max_size=6), 5, 300)
+    assert len(lists) == 300 and all(2 <= len(x) <= 6 for x in lists)
+    counts = Counter(v for x in lists for v in x)
+    assert set(counts) == {"a", "b", "c"}
+    assert max(counts.values()) < 1.25 * min(counts.values())
+    exact = checkkit.draw(checkkit.picks((1, 2), min_size=4, max_size=4), 5, 50)
+    assert {len(x) for x in exact} == {4}
+
+
+def test_picks_refuses_more_options_than_a_byte_spreads_evenly() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="1 to 16 options"):
+        checkkit.picks(tuple(range(17)), max_size=3)

@@ -210,7 +210,7 @@ def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
             ops.append(["free", rid, tail_first])
             continue
         n = max(1, draw(checkkit.integers(0, 6)) * B + draw(checkkit.integers(0, B - 1)))
-        tokens = draw(checkkit.lists(checkkit.sampled_from(alphabet), min_size=n, max_size=n))
+        tokens = draw(checkkit.picks(alphabet, min_size=n, max_size=n))
         extra = draw(checkkit.sampled_from((None, None, None, None, "t1", "t2")))
         if kind == "allocate":
             rid = f"r{i}"

@@ -184,21 +184,21 @@ EDGE_CASES: tuple[Case, ...] = tuple(_edge_cases())
 # ---------------------------------------------------------------- random cases
 
 
-_tok = checkkit.integers(0, 9)
+TOKENS = tuple(range(10))  # token ids of the drawn prompts
 
 
 @st.composite
 def _pair(draw: st.DrawFn) -> tuple[list[int], list[int], int]:
-    prefix = draw(checkkit.lists(_tok, max_size=12))
-    a = prefix + draw(checkkit.lists(_tok, max_size=6))
-    b = prefix + draw(checkkit.lists(_tok, max_size=6))
+    prefix = draw(checkkit.picks(TOKENS, max_size=12))
+    a = prefix + draw(checkkit.picks(TOKENS, max_size=6))
+    b = prefix + draw(checkkit.picks(TOKENS, max_size=6))
     return a, b, draw(checkkit.integers(1, 5))
 
 
 @st.composite
 def _trace(draw: st.DrawFn, capacity: bool) -> tuple[list[list[int]], int, int, Any, Any]:
     block = draw(checkkit.integers(1, 5))
-    templates = draw(checkkit.lists(checkkit.lists(_tok, max_size=14), min_size=1, max_size=3))
+    templates = draw(checkkit.lists(checkkit.picks(TOKENS, max_size=14), min_size=1, max_size=3))
     trace: list[list[int]] = []
     for _ in range(draw(checkkit.integers(1, 9))):
         kind = draw(checkkit.sampled_from(("new", "new", "repeat", "extend")))
@@ -206,10 +206,10 @@ def _trace(draw: st.DrawFn, capacity: bool) -> tuple[list[list[int]], int, int, 
             trace.append(list(draw(checkkit.sampled_from(trace))))
         elif kind == "extend" and trace:
             trace.append(list(draw(checkkit.sampled_from(trace)))
-                         + draw(checkkit.lists(_tok, max_size=6)))
+                         + draw(checkkit.picks(TOKENS, max_size=6)))
         else:
             trace.append(list(draw(checkkit.sampled_from(templates)))
-                         + draw(checkkit.lists(_tok, max_size=8)))
+                         + draw(checkkit.picks(TOKENS, max_size=8)))
     replicas = draw(checkkit.integers(1, 3))
     assign = None
     if replicas > 1 and draw(checkkit.booleans()):

@@ -186,7 +186,7 @@ def _draft(draw: st.DrawFn) -> tuple[int, int, list[tuple[Any, ...]]]:
         if kind in ("start", "match"):
             reuse = draw(checkkit.integers(0, 9))  # > 3: start from a prefix of an earlier prompt
             cut = draw(checkkit.integers(0, MAX_PROMPT))
-            tail = draw(checkkit.lists(checkkit.sampled_from(ALPHABET), max_size=MAX_PROMPT))
+            tail = draw(checkkit.picks(ALPHABET, max_size=MAX_PROMPT))
             ops.append((kind, reuse, cut, tail))
         elif kind == "finish":
             ops.append((kind, draw(checkkit.integers(0, 9))))

@@ -120,7 +120,7 @@ EMPTY_STOP_CASES: tuple[tuple[str, tuple[bytes, ...], tuple[str, ...]], ...] = (
 
 @st.composite
 def _random_case(draw: st.DrawFn) -> tuple[list[bytes], list[str], bool]:
-    text = "".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET), max_size=MAX_CHARS)))
+    text = "".join(draw(checkkit.picks(ALPHABET, max_size=MAX_CHARS)))
     data = bytearray(text.encode("utf-8"))
     for _ in range(draw(checkkit.sampled_from((0, 0, 0, 1, 2)))):
         pos = draw(checkkit.integers(0, len(data)))
@@ -138,8 +138,7 @@ def _random_case(draw: st.DrawFn) -> tuple[list[bytes], list[str], bool]:
             j = draw(checkkit.integers(i + 1, min(len(text), i + 4)))
             stops.append(text[i:j])
         else:
-            stops.append("".join(draw(checkkit.lists(checkkit.sampled_from(ALPHABET),
-                                                     min_size=1, max_size=4))))
+            stops.append("".join(draw(checkkit.picks(ALPHABET, min_size=1, max_size=4))))
     return tokens, stops, draw(checkkit.booleans())
 
 
