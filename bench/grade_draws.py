@@ -1,15 +1,18 @@
-"""Hidden-case draws: graders.checkkit.draw against Hypothesis's @given engine, same strategies.
+"""Hidden-case draws: graders.checkkit.draw against Hypothesis's @given engine and against its
+own ConjectureData, same strategies.
 
     .venv/bin/python bench/grade_draws.py [--seeds 4]
 
 A code grade draws its hidden cases afresh for each submission (practice.variants.hidden_seed).
 For every code exercise this records the strategies and counts its checks.py asks
 checkkit.draw for (one hidden_cases call), then draws them with --seeds seeds both ways, in
-this process: checkkit.draw (ConjectureData fed by one seeded random.Random) and the baseline,
-a @given test with the settings checkkit used before (generate phase only, no database, no
-deadline, health checks off, pinned seed). Printed per exercise: milliseconds per grade's
-draws each way, their ratio, and the share of distinct values each way (a repeat is dropped
-from the cases, so it is a case lost).
+this process three ways: the baseline, a @given test with the settings checkkit used before
+(generate phase only, no database, no deadline, health checks off, pinned seed); checkkit.draw
+with Hypothesis's own ConjectureData, which keeps the record a test engine reads (what draw
+used before); and checkkit.draw as it is (its lean data object, the same values). Printed per
+exercise: milliseconds per grade's draws each way, the ratios of draw to each of the other
+two, and the share of distinct values (a repeat is dropped from the cases, so it is a case
+lost).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ django.setup()
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings  # noqa: E402
 from hypothesis import seed as hypothesis_seed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from hypothesis.internal.conjecture.data import ConjectureData  # noqa: E402
 
 from exercises import registry  # noqa: E402
 from graders import checkkit  # noqa: E402
@@ -51,6 +55,16 @@ def engine_draw(strategy: st.SearchStrategy[Any], seed: int, n: int) -> list[Any
 
     collect()
     return drawn
+
+
+def recorded_draw(strategy: st.SearchStrategy[Any], seed: int, n: int) -> list[Any]:
+    """checkkit.draw with Hypothesis's own ConjectureData (and its whole record)."""
+    lean = checkkit._DATA
+    checkkit._DATA = ConjectureData
+    try:
+        return checkkit.draw(strategy, seed, n)
+    finally:
+        checkkit._DATA = lean
 
 
 def requested_draws(spec: registry.ExerciseSpec) -> list[tuple[st.SearchStrategy[Any], int]]:
@@ -91,27 +105,28 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     args = parser.parse_args()
     seeds = range(1, args.seeds + 1)
-    print(f"{'exercise':32s} {'@given ms':>10s} {'draw ms':>8s} {'ratio':>6s} "
-          f"{'distinct @given':>16s} {'draw':>5s}")
-    sums = [0.0, 0.0]
+    print(f"{'exercise':32s} {'@given ms':>10s} {'record ms':>10s} {'draw ms':>8s} "
+          f"{'/@given':>8s} {'/record':>8s} {'distinct @given':>16s} {'draw':>5s}")
+    sums = [0.0, 0.0, 0.0]
     for slug, spec in sorted(registry.load_all().items()):
         if not any(part.type == "code" for part in spec.parts):
             continue
         asked = requested_draws(spec)
         if not asked:
             continue
-        for strategy, n in asked:  # warm both: strategies validate themselves once
+        for strategy, n in asked:  # warm all: strategies validate themselves once
             engine_draw(strategy, 0, min(n, 5))
             checkkit.draw(strategy, 0, min(n, 5))
         base, base_distinct = timed(engine_draw, asked, seeds)
+        record, _ = timed(recorded_draw, asked, seeds)
         ours, ours_distinct = timed(checkkit.draw, asked, seeds)
-        sums[0] += base
-        sums[1] += ours
-        print(f"{slug:32s} {1000 * base:10.0f} {1000 * ours:8.0f} {ours / base:6.2f} "
-              f"{base_distinct:16.2f} {ours_distinct:5.2f}")
-    print(f"{'all (one grade of each)':32s} {1000 * sums[0]:10.0f} {1000 * sums[1]:8.0f} "
-          f"{sums[1] / sums[0]:6.2f}")
-
+        for i, figure in enumerate((base, record, ours)):
+            sums[i] += figure
+        print(f"{slug:32s} {1000 * base:10.0f} {1000 * record:10.0f} {1000 * ours:8.0f} "
+              f"{ours / base:8.2f} {ours / record:8.2f} {base_distinct:16.2f} "
+              f"{ours_distinct:5.2f}")
+    print(f"{'all (one grade of each)':32s} {1000 * sums[0]:10.0f} {1000 * sums[1]:10.0f} "
+          f"{1000 * sums[2]:8.0f} {sums[2] / sums[0]:8.2f} {sums[2] / sums[1]:8.2f}")
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,7 @@ exercise, so students read one format everywhere.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from random import Random
@@ -31,9 +32,15 @@ from hypothesis.control import BuildContext
 from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
 # Hypothesis's internals, pinned by pyproject.toml's version bound (see draw).
-from hypothesis.internal.conjecture.choice import choice_constraints_key, choice_permitted
-from hypothesis.internal.conjecture.data import ConjectureData
+from hypothesis.internal.conjecture.choice import (
+    choice_constraints_key,
+    choice_permitted,
+    choice_size,
+)
+from hypothesis.internal.conjecture.data import MAX_DEPTH, ConjectureData
 from hypothesis.internal.conjecture.providers import GLOBAL_CONSTANTS, HypothesisProvider
+from hypothesis.internal.floats import float_to_int, int_to_float
+from hypothesis.strategies._internal.lazy import unwrap_strategies
 
 from exercises.file_module import load_file
 from graders.base import Check
@@ -63,7 +70,8 @@ def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
     hidden cases are drawn afresh for every submission (practice.variants.hidden_seed). Without
     it a grade's draws take a third of the time (0.33x over the 14 code exercises), and the
     values are the strategy's own distribution with no example repeated by construction
-    (bench/grade_draws.py measures both).
+    (bench/grade_draws.py measures both). The data object keeps only what drawing needs
+    (_ValuesOnlyData): the same values, in 0.6x the time again.
 
     The constants Hypothesis mixes into draws come only from its own fixed list: its default
     also takes constants from every local module loaded in the process, which differ between a
@@ -76,7 +84,7 @@ def draw(strategy: st.SearchStrategy[T], seed: int, n: int) -> list[T]:
     for _ in range(10 * n):
         if len(drawn) >= n:
             break
-        data = ConjectureData(random=rng, provider=_FixedConstantsProvider)
+        data = _DATA(random=rng, provider=_FixedConstantsProvider)
         try:
             with BuildContext(data, wrapped_test=draw):
                 drawn.append(data.draw(strategy))
@@ -103,6 +111,56 @@ class _FixedConstantsProvider(HypothesisProvider):
 
 
 _GLOBAL_CONSTANTS: dict[Any, tuple[Any, ...]] = {}
+
+
+class _ValuesOnlyData(ConjectureData):
+    """A ConjectureData that draws the same values and keeps none of the record a test engine
+    reads afterwards: no choice nodes, no span tree, no structural tags, no draw timings.
+    Hypothesis keeps those to shrink, replay and explain a failing example; `draw` never does
+    any of that, and the record was 40 % of a grade's drawing time. What decides a value is
+    untouched: the provider draws every choice with the same constraints from the same random,
+    and an example still overruns at the same length and depth (then it is skipped). A test
+    draws every exercise's hidden cases with both classes and compares them."""
+
+    def draw(self, strategy: st.SearchStrategy[T], label: int | None = None,
+             observe_as: str | None = None) -> T:
+        strategy.validate()
+        if strategy.is_empty:
+            self.mark_invalid(f"empty strategy {strategy!r}")
+        if self.depth >= MAX_DEPTH:
+            self.mark_invalid("max depth exceeded")
+        self.start_span(0)
+        try:
+            return unwrap_strategies(strategy).do_draw(self)
+        finally:
+            self.stop_span()
+
+    def start_span(self, label: int) -> None:
+        self.provider.span_start(label)
+        self.depth += 1
+
+    def stop_span(self, *, discard: bool = False) -> None:
+        self.provider.span_end(discard)
+        self.depth -= 1
+
+    def _draw(self, choice_type: Any, constraints: Any, *, observe: bool,
+              forced: Any) -> Any:
+        if self.length == self.max_length:
+            self.mark_overrun()
+        value = forced if forced is not None else \
+            getattr(self.provider, f"draw_{choice_type}")(**constraints)
+        if choice_type == "float" and math.isnan(value):
+            value = int_to_float(float_to_int(value))  # as ConjectureData: no shared NaN
+        if observe:
+            size = choice_size(value)
+            if self.length + size > self.max_length:
+                self.mark_overrun()
+            self.length += size
+        return value
+
+
+# What `draw` draws with; a test swaps in ConjectureData to compare.
+_DATA: type[ConjectureData] = _ValuesOnlyData
 
 
 # --- strategies built once -----------------------------------------------------------------

@@ -368,8 +368,9 @@ class CodePart:
         """Another process, with another hash seed, draws the same hidden cases. It also loads a
         module full of literals >= 100, which Hypothesis would like to mix into its draws; the
         cases must not change (the grader draws them in a worker, the student's run in a child).
-        Drawn for the canonical variant (the exercises whose cases ignore the variant draw the same
-        cases for `{}`)."""
+        That process draws with Hypothesis's own ConjectureData, this one with checkkit's lean
+        one, which must draw the same values. Drawn for the canonical variant (the exercises
+        whose cases ignore the variant draw the same cases for `{}`)."""
         import json
         import os
         import subprocess
@@ -380,6 +381,9 @@ class CodePart:
         source = (
             "import importlib.util, json, sys\n"
             "import many_literals\n"
+            "from hypothesis.internal.conjecture.data import ConjectureData\n"
+            "from graders import checkkit\n"
+            "checkkit._DATA = ConjectureData\n"
             f"spec = importlib.util.spec_from_file_location('c', {str(checks_py)!r})\n"
             "m = importlib.util.module_from_spec(spec); sys.modules['c'] = m\n"
             "spec.loader.exec_module(m)\n"

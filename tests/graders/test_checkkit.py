@@ -28,6 +28,46 @@ def test_a_filter_skips_the_values_it_rejects_and_a_hopeless_one_gives_fewer() -
     assert checkkit.draw(st.integers(0, 9).filter(lambda x: x > 99), 3, 5) == []
 
 
+@st.composite
+def _script(draw: st.DrawFn) -> list[Any]:
+    """A stateful script, as the exercises draw them: later draws depend on earlier values."""
+    n = draw(st.integers(0, 6))
+    out: list[Any] = []
+    for i in range(n):
+        kind = draw(st.sampled_from(("a", "b", "c")))
+        if kind == "a":
+            out.append(draw(st.lists(st.integers(0, i + 1), unique=True, max_size=4)))
+        else:
+            out.append(draw(checkkit.picks((1, 2, 3), max_size=5)))
+    return out
+
+
+# One of each kind of strategy the exercises use, and some they may: every choice type
+# (integers, floats, strings, bytes, booleans), filters, unique collections, recursion.
+VARIED = st.one_of(
+    st.integers(), st.integers(-5, 10**12), st.floats(), st.floats(0, 1, exclude_min=True),
+    st.text(max_size=8), st.binary(max_size=8), st.booleans(),
+    st.lists(st.integers(0, 9).filter(lambda x: x != 3), max_size=6),
+    st.dictionaries(st.text(max_size=3), st.none() | st.integers(0, 5), max_size=4),
+    st.tuples(st.sampled_from("xyz"), st.fractions(max_denominator=9)),
+    st.recursive(st.integers(0, 3), lambda inner: st.lists(inner, max_size=3), max_leaves=8),
+    _script(),
+)
+
+
+def test_the_lean_data_draws_what_hypothesis_own_draws(monkeypatch: Any) -> None:
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    lean = checkkit.draw(VARIED, 5, 300)
+    # An example too large for Hypothesis's buffer overruns and is skipped in both.
+    huge = checkkit.draw(st.lists(st.binary(min_size=64, max_size=64), min_size=200), 5, 3)
+    monkeypatch.setattr(checkkit, "_DATA", ConjectureData)
+    assert lean == checkkit.draw(VARIED, 5, 300)
+    assert huge == checkkit.draw(st.lists(st.binary(min_size=64, max_size=64), min_size=200),
+                                 5, 3) == []
+    assert len({repr(v) for v in lean}) > 200  # many kinds of value, not one repeated
+
+
 # Draws of a wide integer range in a bare interpreter, printed as JSON. The second process first
 # loads a module full of other integer constants and has another hash seed: Hypothesis's default
 # would mix those constants into its draws (it takes them from every local module loaded).
