@@ -128,6 +128,34 @@ def test_a_row_long_queued_is_polled_less_often_and_a_new_or_running_one_quickly
     assert 'hx-trigger="load delay:400ms"' in client.get(url).content.decode()
 
 
+def test_a_row_behind_others_says_so_and_asks_again_once_they_should_be_done(
+        client: Client, alice: User) -> None:
+    ex = Exercise.objects.get(slug="stop_strings_stream")
+
+    def queued(status: str = "queued") -> Submission:
+        return Submission.objects.create(user=alice, exercise=ex, part_id="x", status=status,
+                                         part_type="code", variant="1", answer="x")
+
+    first = queued("running")
+    rows = [queued() for _ in range(12)]
+    mine = rows[-1]
+    url = f"/submissions/{mine.pk}/status/"
+    body = client.get(url).content.decode()
+    assert "12 ahead of yours in the queue" in body  # 11 queued and 1 running before it
+    assert f'hx-trigger="load delay:{12 * 150}ms"' in body
+    first_queued = client.get(f"/submissions/{rows[0].pk}/status/").content.decode()
+    assert "1 ahead of yours" in first_queued and 'delay:400ms"' in first_queued
+    Submission.objects.filter(pk__in=[first.pk] + [r.pk for r in rows[:-1]]).update(
+        status="graded", score=1.0, verdict="correct")
+    assert 'hx-trigger="load delay:400ms"' in client.get(url).content.decode()
+    queued("running")  # a row queued after it is not ahead of it, even once it runs
+    assert "ahead of yours" not in client.get(url).content.decode()
+    later = [queued() for _ in range(40)]
+    Submission.objects.filter(pk__in=[r.pk for r in later]).update(
+        queued_at=mine.queued_at - timedelta(seconds=1))  # queued_at is set on create
+    assert 'hx-trigger="load delay:4000ms"' in client.get(url).content.decode()  # at most
+
+
 def test_evidence_downloads_are_the_students_own_variant(client: Client, alice: User) -> None:
     slug = next(s for s, spec in sorted(registry.load_all().items())
                 if hasattr(spec.module, "evidence"))
