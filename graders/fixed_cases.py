@@ -35,7 +35,8 @@ _lock = threading.Lock()
 _fixed: OrderedDict[tuple[int, str], frozenset[str]] = OrderedDict()
 
 
-def _key(case: dict[str, Any]) -> str:
+def input_key(case: dict[str, Any]) -> str:
+    """A case's input as canonical JSON."""
     return json.dumps(case["input"], sort_keys=True, default=str)
 
 
@@ -48,8 +49,8 @@ def fixed_inputs(checks: ModuleType, params: dict[str, Any]) -> frozenset[str]:
         if hit is not None:
             _fixed.move_to_end(cache_key)
             return hit
-    public = {_key(c) for c in checks.public_cases(params)}
-    drawn = [{_key(c) for c in checks.hidden_cases(params, seed) if not c.get("timed")}
+    public = {input_key(c) for c in checks.public_cases(params)}
+    drawn = [{input_key(c) for c in checks.hidden_cases(params, seed) if not c.get("timed")}
              for seed in PROBE_SEEDS]
     found = frozenset(set.intersection(*drawn) - public)
     with _lock:
@@ -85,7 +86,7 @@ def retell(check: Checks, cases: list[dict[str, Any]], got: list[dict[str, Any]]
     score and pass/fail of every check stay as they are; only messages and details change."""
     if all(c.passed for c in results):
         return results
-    is_fixed = [_key(c) in fixed for c in cases]
+    is_fixed = [input_key(c) in fixed for c in cases]
     if not any(is_fixed):
         return results
     on_fixed = _failing(check, [i for i, f in enumerate(is_fixed) if f], cases, got, expected,

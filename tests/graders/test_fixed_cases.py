@@ -53,7 +53,7 @@ def _grade(checks: Any, cases: list[dict[str, Any]], got: list[dict[str, Any]],
 @pytest.mark.parametrize(("slug", "part_id"), CODE_PARTS)
 def test_a_failure_only_a_fixed_case_shows_names_no_case(slug: str, part_id: str) -> None:
     checks, cases, expected, params, fixed = _prepared(slug, part_id)
-    at = [i for i, c in enumerate(cases) if fixed_cases._key(c) in fixed]
+    at = [i for i, c in enumerate(cases) if fixed_cases.input_key(c) in fixed]
     assert at, f"{slug}: no hidden case is drawn for every seed (the test would check nothing)"
     i = at[len(at) // 2]
     got = copy.deepcopy(expected)
@@ -74,10 +74,10 @@ def test_a_failure_only_a_fixed_case_shows_names_no_case(slug: str, part_id: str
 def test_a_failure_a_fresh_case_shows_too_is_told_with_the_fresh_one(slug: str,
                                                                      part_id: str) -> None:
     checks, cases, expected, params, fixed = _prepared(slug, part_id)
-    fixed_at = [i for i, c in enumerate(cases) if fixed_cases._key(c) in fixed]
-    public = {fixed_cases._key(c) for c in checks.public_cases(params)}
-    fresh_at = [i for i, c in enumerate(cases) if fixed_cases._key(c) not in fixed
-                and fixed_cases._key(c) not in public and not c.get("timed")]
+    fixed_at = [i for i, c in enumerate(cases) if fixed_cases.input_key(c) in fixed]
+    public = {fixed_cases.input_key(c) for c in checks.public_cases(params)}
+    fresh_at = [i for i, c in enumerate(cases) if fixed_cases.input_key(c) not in fixed
+                and fixed_cases.input_key(c) not in public and not c.get("timed")]
     assert fixed_at and fresh_at
     i, j = fixed_at[0], fresh_at[-1]
     got = copy.deepcopy(expected)
@@ -95,7 +95,7 @@ def test_a_failure_a_fresh_case_shows_too_is_told_with_the_fresh_one(slug: str,
 
 def test_every_message_is_kept_when_no_fixed_case_fails() -> None:
     checks, cases, expected, params, fixed = _prepared("stop_strings_stream", "streamer")
-    j = next(i for i, c in enumerate(cases) if fixed_cases._key(c) not in fixed
+    j = next(i for i, c in enumerate(cases) if fixed_cases.input_key(c) not in fixed
              and c["id"].startswith("random-"))
     got = copy.deepcopy(expected)
     got[j] = dict(WRONG)
