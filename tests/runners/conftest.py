@@ -9,12 +9,16 @@ from collections.abc import Iterator
 import pytest
 
 from runners import Backend, SandboxUnavailable, get_backend
+from runners.identity import SLOTS
 
 # Every backend the hostile suite attacks. A backend that cannot run here is skipped with its
 # reason, except bwrap on CI, which must run: the sandbox is part of what CI proves; and docker
 # wherever scripts/docker_engine.sh has an engine up (it sets ROOFLINE_REQUIRE_DOCKER=1), so an
 # image that failed to build is a failure, not a skip.
 BACKENDS = ("bwrap", "docker")
+# Slots the tests give themselves: above the range a process without $ROOFLINE_SANDBOX_SLOT takes
+# (pid % SLOTS), so a run of ours never shares its uid with another test process's runs.
+TEST_SLOTS = range(SLOTS, 2 * SLOTS)
 REQUIRED_ON_CI = ("bwrap",)
 
 
@@ -48,15 +52,24 @@ def _real_uid(pid: str) -> int | None:
         return None
 
 
+def unused_test_slot() -> int:
+    """A slot of TEST_SLOTS whose uid no process uses right now."""
+    from runners.identity import SLOT_UID_BASE
+
+    busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
+    return next(s for s in TEST_SLOTS if SLOT_UID_BASE + s not in busy)
+
+
 @pytest.fixture(scope="session")
 def free_slot() -> Iterator[int]:
     """Give this test session a worker slot whose uid no process uses right now, so "no process
-    of the slot uid survives" checks our runs only (another pytest on the host may share
-    pid % 32)."""
-    from runners.identity import SLOT_UID_BASE, SLOTS
+    of the slot uid survives" checks our runs only, and a run's RLIMIT_NPROC counts its own
+    processes only. Drawn from TEST_SLOTS, which no process without an explicit slot (pid % 32:
+    another test process grading through the sandbox) can take."""
+    from runners.identity import SLOT_UID_BASE
 
     busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-    candidates = [s for s in range(SLOTS) if SLOT_UID_BASE + s not in busy] or list(range(SLOTS))
+    candidates = [s for s in TEST_SLOTS if SLOT_UID_BASE + s not in busy] or list(TEST_SLOTS)
     random.shuffle(candidates)
     # A lock per slot keeps two test sessions running at once (CI and a developer, or two
     # helpers) from drawing the same one.

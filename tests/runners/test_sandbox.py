@@ -27,8 +27,9 @@ from runners import bwrap as bwrap_module
 from runners import cgroups as cg
 from runners.base import SandboxSetupError
 from runners.bwrap import BwrapBackend
-from runners.identity import SLOT_UID_BASE, SLOTS, processes_of_uid, run_uid
+from runners.identity import SLOT_UID_BASE, processes_of_uid, run_uid
 from runners.sandbox_env import runtime_venv_host_path
+from tests.runners.conftest import unused_test_slot
 
 PROJECT = str(Path(__file__).resolve().parents[2])
 MiB = 1 << 20
@@ -342,9 +343,7 @@ def test_double_fork_daemon_is_reaped(sandbox: Backend, monkeypatch: pytest.Monk
     marker = f"daemon-{uuid.uuid4().hex}"
     if os.geteuid() == 0:
         # A slot uid nobody else (e.g. another test run on this host) is using right now.
-        busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-        free = next(s for s in range(32) if SLOT_UID_BASE + s not in busy)
-        monkeypatch.setenv("ROOFLINE_SANDBOX_SLOT", str(free))
+        monkeypatch.setenv("ROOFLINE_SANDBOX_SLOT", str(unused_test_slot()))
     code = ("import os, time\n"
             "if os.fork() == 0:\n"
             "    os.setsid()\n"
@@ -495,10 +494,12 @@ def test_spawn_is_fork_safe_and_threads_get_their_own_lanes(
     assert len(netns) == 3 and f"netns {os.readlink('/proc/self/ns/net')}" not in netns, netns
 
 
-def test_rlimit_only_mode_clamps_and_says_so(sandbox: Backend,
+def test_rlimit_only_mode_clamps_and_says_so(sandbox: Backend, free_slot: int,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cgroups (pitfall #10): pids x RLIMIT_AS is kept within the budget, and the
-    result says the memory limit is per process only."""
+    result says the memory limit is per process only. On a slot uid of its own: RLIMIT_NPROC
+    counts every task of the uid, so a run of another test process on the same uid that ended
+    after this run's count would leave it room for more processes (it once forked 12)."""
     if not isinstance(sandbox, BwrapBackend):
         pytest.skip("bwrap-specific")
     monkeypatch.setattr(bwrap_module.cgroups, "detect", lambda: cg.CgroupSetup("none"))
@@ -551,8 +552,7 @@ def test_janitor_kills_leftovers_of_an_explicit_slot(monkeypatch: pytest.MonkeyP
     (left by a predecessor killed mid-run) is killed."""
     if os.geteuid() != 0:
         pytest.skip("slot uids exist only for a root worker")
-    busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-    free = next(s for s in range(SLOTS) if SLOT_UID_BASE + s not in busy)
+    free = unused_test_slot()
     monkeypatch.setenv("ROOFLINE_SANDBOX_SLOT", str(free))
     uid = SLOT_UID_BASE + free
     stray = subprocess.Popen(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
