@@ -176,12 +176,12 @@ def _reference_results(variant_key: tuple[Any, ...], checks: ModuleType, driver:
     """The reference's result on each case. Timed once: the least of REFERENCE_TIMINGS only
     matters to a slow submission, and `retimed` adds the other timings for that one (they were
     a fifth of some grades). An untimed case that every seed draws (the first `public` cases,
-    and those fixed_cases.fixed_inputs finds) has the same result for every submission of the
-    variant, so it is run once per process: a sixth of the reference's time over the code
-    exercises, half of it in some (their edge cases are whole simulations)."""
-    seedless = {fixed_cases.input_key(c) for c in cases[:public]}
+    and those fixed_cases.fixed_ids finds, by id and input) has the same result for every
+    submission of the variant, so it is run once per process: up to a sixth of the reference's
+    time over the code exercises, half of it in some (their edge cases are whole simulations)."""
+    seedless = {c["id"]: fixed_cases.input_key(c) for c in cases[:public]}
     if len(cases) > public:
-        seedless |= fixed_cases.fixed_inputs(checks, params)
+        seedless.update(fixed_cases.fixed_ids(checks, params))
     with _lock:
         known = _seedless.get(variant_key)
         if known is None:
@@ -191,8 +191,10 @@ def _reference_results(variant_key: tuple[Any, ...], checks: ModuleType, driver:
         _seedless.move_to_end(variant_key)
     expected = []
     for case in cases:
-        input_key = None if case.get("timed") else fixed_cases.input_key(case)
-        if input_key is not None and input_key in seedless:
+        # By id first: a key for every drawn case costs as much as the runs it would save.
+        input_key = seedless.get(case["id"])
+        if input_key is not None and not case.get("timed") \
+                and fixed_cases.input_key(case) == input_key:
             hit = known.get(input_key)
             if hit is None:
                 hit = known[input_key] = run_and_time(driver, ref, case, timings=1)

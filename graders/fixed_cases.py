@@ -32,7 +32,7 @@ WITHHELD = ("fails on a hidden edge case, one that every submission is graded on
             "Read the statement's rules for this check again, and try the edges in Run.")
 
 _lock = threading.Lock()
-_fixed: OrderedDict[tuple[int, str], frozenset[str]] = OrderedDict()
+_fixed: OrderedDict[tuple[int, str], dict[str, str]] = OrderedDict()
 
 
 def input_key(case: dict[str, Any]) -> str:
@@ -43,6 +43,12 @@ def input_key(case: dict[str, Any]) -> str:
 def fixed_inputs(checks: ModuleType, params: dict[str, Any]) -> frozenset[str]:
     """The hidden inputs (as canonical JSON) drawn for every probe seed and not public: cached
     per checks module and variant, since drawing costs a Hypothesis run per probe seed."""
+    return frozenset(fixed_ids(checks, params).values())
+
+
+def fixed_ids(checks: ModuleType, params: dict[str, Any]) -> dict[str, str]:
+    """fixed_inputs by the id their case had for the first probe seed (an edge case's id is
+    its own; a draw's may differ by seed, so a case is fixed only if its input is too)."""
     cache_key = (id(checks), json.dumps(params, sort_keys=True, default=str))
     with _lock:
         hit = _fixed.get(cache_key)
@@ -50,14 +56,15 @@ def fixed_inputs(checks: ModuleType, params: dict[str, Any]) -> frozenset[str]:
             _fixed.move_to_end(cache_key)
             return hit
     public = {input_key(c) for c in checks.public_cases(params)}
-    drawn = [{input_key(c) for c in checks.hidden_cases(params, seed) if not c.get("timed")}
-             for seed in PROBE_SEEDS]
-    found = frozenset(set.intersection(*drawn) - public)
+    drawn = [{input_key(c): c["id"] for c in checks.hidden_cases(params, seed)
+              if not c.get("timed")} for seed in PROBE_SEEDS]
+    found = set(drawn[0]).intersection(*drawn[1:]) - public
+    ids = {drawn[0][key]: key for key in found}
     with _lock:
-        _fixed[cache_key] = found
+        _fixed[cache_key] = ids
         while len(_fixed) > CACHE_SIZE:
             _fixed.popitem(last=False)
-    return found
+    return ids
 
 
 Checks = Callable[[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
