@@ -8,7 +8,7 @@ Pipeline (each step rejects what it does not know, with a message naming the off
 2. tokens: numbers, names, operators. A name must be one of the part's symbols, a constant (`pi`,
    `e`) or a function (`ln`, `log`, `exp`, `sqrt`, `min`, `max`, `abs`) followed by `(`. Implicit
    multiplication (`2S`, `2(S+T)`, `(a)(b)`) becomes `*`; `^` becomes `**`.
-3. `ast.parse(..., mode="eval")` of the rebuilt token string, then a walk that accepts only
+3. `python_ast.parse(..., mode="eval")` (ast.parse under a lock) of the rebuilt token string, then a walk that accepts only
    BinOp (+ − × / **), UnaryOp (+ −), int/float constants, the Names above and Calls of the
    whitelisted functions with positional arguments. Size, depth and exponent limits stop towers.
 4. The walk builds the sympy expression itself (`sympy.Symbol(name, positive=True)`,
@@ -31,6 +31,7 @@ from functools import lru_cache
 
 import sympy
 
+from graders import python_ast
 from graders.base import InvalidAnswer
 
 MAX_CHARS = 500
@@ -125,7 +126,7 @@ def parse_formula(text: str, symbols: Sequence[str]) -> Formula:
     tokens = _tokenize(text, names)
     source = " ".join(tokens)
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = python_ast.parse(source, mode="eval")
     except SyntaxError as exc:
         raise InvalidAnswer(f"Could not read the formula: {_syntax_message(exc)}.") from None
     except (RecursionError, MemoryError, ValueError):

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from exercises.spec import PartSpec
+from graders import python_ast
 from graders.base import Check, GradeContext, GradeResult
 from graders.code import KiB, MiB, _source_bytes, output_tail, student_traceback
 
@@ -96,7 +97,7 @@ def kernel_device() -> str:
 
 def task_entry(task_path: Path) -> str:
     """ENTRY from kernel/task.py, read without importing it (it needs torch; we have none)."""
-    tree = ast.parse(task_path.read_text(encoding="utf-8"))
+    tree = python_ast.parse(task_path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "ENTRY" for t in node.targets):

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from graders import python_ast
+
 # Far above any real submission (a few hundred lines), small enough that parsing stays fast.
 MAX_SOURCE_CHARS = 200_000
 # Real kernels nest 10-25 levels deep; the recursive walk below must stay far from Python's limit.
@@ -138,7 +140,7 @@ def check(source: str, entry: str) -> list[Problem]:
         return [Problem(0, "syntax", f"The file is {len(source):,} characters long; submissions "
                         f"are limited to {MAX_SOURCE_CHARS:,}.")]
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except SyntaxError as e:
         line = e.lineno or 0
         return [Problem(line, "syntax", f"The file does not parse: {e.msg}.")]
