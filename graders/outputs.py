@@ -120,14 +120,7 @@ def parse_output(payload: bytes) -> Any:
     classes = payload.translate(_CHAR_CLASSES)
     if any(risky in classes for risky in _RISKY):
         return parse_walked(payload)
-    try:
-        value = json.loads(payload, parse_constant=_reject_constant)
-    except Malformed:
-        raise
-    except RecursionError as exc:
-        raise Malformed(f"is nested more than {MAX_DEPTH} levels deep") from exc
-    except ValueError as exc:
-        raise Malformed("is not valid JSON") from exc
+    value = _loads(payload)
     if _levels_above(payload, MAX_DEPTH):
         raise Malformed(f"is nested more than {MAX_DEPTH} levels deep")
     return value
@@ -148,17 +141,21 @@ def _levels_above(payload: bytes, limit: int) -> bool:
 
 def parse_walked(payload: bytes) -> Any:
     """parse_output for any reply: every integer checked as it is parsed, every value walked."""
+    value = _loads(payload, parse_int=_parse_int, parse_float=_parse_float)
+    _check_tree(value)
+    return value
+
+
+def _loads(payload: bytes, **hooks: Any) -> Any:
+    """json.loads (NaN and infinities refused, `hooks` added), its errors as Malformed."""
     try:
-        value = json.loads(payload, parse_constant=_reject_constant, parse_int=_parse_int,
-                           parse_float=_parse_float)
+        return json.loads(payload, parse_constant=_reject_constant, **hooks)
     except Malformed:
         raise
     except RecursionError as exc:
         raise Malformed(f"is nested more than {MAX_DEPTH} levels deep") from exc
     except ValueError as exc:  # JSONDecodeError, and int()'s own digit limit
         raise Malformed("is not valid JSON") from exc
-    _check_tree(value)
-    return value
 
 
 # -- the checks' own safety net ------------------------------------------------------------------
