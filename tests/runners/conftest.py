@@ -44,7 +44,7 @@ def sandbox() -> Backend:
         pytest.skip(f"sandbox unavailable: {exc}")
 
 
-def _real_uid(pid: str) -> int | None:
+def real_uid(pid: str) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as fh:
             return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
@@ -52,12 +52,17 @@ def _real_uid(pid: str) -> int | None:
         return None
 
 
-def unused_test_slot() -> int:
-    """A slot of TEST_SLOTS whose uid no process uses right now."""
+def _unused_test_slots() -> list[int]:
+    """The slots of TEST_SLOTS whose uid no process uses right now."""
     from runners.identity import SLOT_UID_BASE
 
-    busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-    return next(s for s in TEST_SLOTS if SLOT_UID_BASE + s not in busy)
+    busy = {real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
+    return [s for s in TEST_SLOTS if SLOT_UID_BASE + s not in busy]
+
+
+def unused_test_slot() -> int:
+    """A slot of TEST_SLOTS whose uid no process uses right now."""
+    return _unused_test_slots()[0]
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +71,7 @@ def free_slot() -> Iterator[int]:
     of the slot uid survives" checks our runs only, and a run's RLIMIT_NPROC counts its own
     processes only. Drawn from TEST_SLOTS, which no process without an explicit slot (pid % 32:
     another test process grading through the sandbox) can take."""
-    from runners.identity import SLOT_UID_BASE
-
-    busy = {_real_uid(pid) for pid in os.listdir("/proc") if pid.isdigit()}
-    candidates = [s for s in TEST_SLOTS if SLOT_UID_BASE + s not in busy] or list(TEST_SLOTS)
+    candidates = _unused_test_slots() or list(TEST_SLOTS)
     random.shuffle(candidates)
     # A lock per slot keeps two test sessions running at once (CI and a developer, or two
     # helpers) from drawing the same one.
