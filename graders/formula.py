@@ -8,9 +8,10 @@ Pipeline (each step rejects what it does not know, with a message naming the off
 2. tokens: numbers, names, operators. A name must be one of the part's symbols, a constant (`pi`,
    `e`) or a function (`ln`, `log`, `exp`, `sqrt`, `min`, `max`, `abs`) followed by `(`. Implicit
    multiplication (`2S`, `2(S+T)`, `(a)(b)`) becomes `*`; `^` becomes `**`.
-3. `python_ast.parse(..., mode="eval")` (ast.parse under a lock) of the rebuilt token string, then a walk that accepts only
-   BinOp (+ − × / **), UnaryOp (+ −), int/float constants, the Names above and Calls of the
-   whitelisted functions with positional arguments. Size, depth and exponent limits stop towers.
+3. `python_ast.parse(..., mode="eval")` (ast.parse under a lock) of the rebuilt token string,
+   then a walk that accepts only BinOp (+ − × / **), UnaryOp (+ −), int/float constants, the
+   Names above and Calls of the whitelisted functions with positional arguments. Size, depth
+   and exponent limits stop towers.
 4. The walk builds the sympy expression itself (`sympy.Symbol(name, positive=True)`,
    `sympy.Rational`, `sympy.log`...). `sympify`, `parse_expr`, `eval` and `exec` are never called.
 
