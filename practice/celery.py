@@ -1,7 +1,6 @@
 """The Celery app: configured from Django settings (CELERY_ namespace), tasks listed explicitly."""
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -108,14 +107,13 @@ def lower_own_autogroup(nice: int, path: str = AUTOGROUP) -> bool:
 
 
 def _settle_heap() -> None:
-    """Move what the child holds now out of the collector's reach (gc.freeze): at the start the
-    heap it was forked with (Django, Celery, the graders), and again once the text model is
-    loaded. A code grade allocates enough (Hypothesis draws every hidden case afresh) to set
-    off full collections, and each scanned every object the child holds: about 15 % of a
-    grade's time. Frozen objects are modules, classes, settings and the model, which live as
-    long as the child; nothing is loaded for it, since the pool gives a child only seconds to
+    """The child's heap out of the collector's way (practice.heap.settle_grading_heap): at the
+    start the heap it was forked with (Django, Celery, the graders), and again once the text
+    model is loaded. Nothing is loaded for it, since the pool gives a child only seconds to
     start."""
-    gc.freeze()
+    from practice.heap import settle_grading_heap
+
+    settle_grading_heap()
 
 
 def _warm_text_model() -> None:
