@@ -22,6 +22,9 @@ def part_json(p: Any) -> dict[str, Any]:
 
 class Command(BaseCommand):
     help = "List exercises or show one variant's parameters and reference answers."
+    # Read-only, and run once per call by tools (../shared/tools/cli_contract.py runs it a few
+    # hundred times): the system checks would import every view for nothing.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)

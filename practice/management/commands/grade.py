@@ -19,6 +19,9 @@ from practice.provisional import is_final
 
 class Command(BaseCommand):
     help = "Grade one answer to one part of one variant and print the result."
+    # Read-only, and run once per call by tools (../shared/tools/cli_contract.py runs it a few
+    # hundred times): the system checks would import every view for nothing.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
