@@ -37,8 +37,9 @@ def _prepare_sandbox(**kwargs: object) -> None:
 
     A slot is a uid of its own (60000 + slot). Only when ROOFLINE_SANDBOX_SLOT_BASE is set (one
     worker per host or container, as in production) is the slot taken from the child's index;
-    otherwise slots come from the pid, so several workers on one machine (tests, `make run`
-    next to a test run) never share a slot and the janitor never kills another worker's run.
+    otherwise each child claims a slot no other process on the machine holds
+    (runners.identity.claimed_slot), so several workers on one machine (tests, `make run` next
+    to a test run) never share a uid, and the janitor never kills another worker's run.
     """
     _lower_priority()
     base = os.environ.get("ROOFLINE_SANDBOX_SLOT_BASE")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 
@@ -35,8 +37,54 @@ def slot_is_explicit() -> bool:
 
 
 def slot() -> int:
+    """$ROOFLINE_SANDBOX_SLOT, else a slot this process holds alone (claimed_slot)."""
     raw = os.environ.get("ROOFLINE_SANDBOX_SLOT")
-    return int(raw) if raw else os.getpid() % SLOTS
+    return int(raw) if raw else claimed_slot()
+
+
+# Where the slots' lock files live: one folder per machine, shared by every process that grades.
+SLOT_LOCK_DIR_ENV = "ROOFLINE_SLOT_LOCK_DIR"
+_claim_lock = threading.Lock()
+_claimed: tuple[int, int] | None = None  # (the pid that claimed, its slot)
+_held_fds: list[int] = []  # kept open for the process's life: closing one releases its slot
+
+
+def claimed_slot() -> int:
+    """A slot of 0..SLOTS-1 that no other process on this machine holds, for this process's
+    life: an exclusive flock on the slot's lock file, tried from pid % SLOTS on.
+
+    A slot taken as pid % SLOTS alone could be shared: two worker processes (or a worker and a
+    test process grading in-process) whose pids agree mod 32 ran as one uid, and RLIMIT_NPROC
+    counts every task of a uid, so one's runs ate the other's fork allowance (the flaky test of
+    an earlier sitting was exactly that). The lock goes when the process does, however it ends.
+    A forked child claims its own (the pid is part of what is remembered); the parent's lock,
+    which it inherits, only keeps that slot taken a little longer. With every slot held, or no
+    lock file to be had, it falls back to pid % SLOTS: shared, as before, never refused."""
+    global _claimed
+    pid = os.getpid()
+    with _claim_lock:
+        if _claimed is not None and _claimed[0] == pid:
+            return _claimed[1]
+        folder = os.environ.get(SLOT_LOCK_DIR_ENV) or tempfile.gettempdir()
+        start = pid % SLOTS
+        chosen = start
+        for step in range(SLOTS):
+            candidate = (start + step) % SLOTS
+            try:
+                fd = os.open(os.path.join(folder, f"roofline-slot-{candidate}.lock"),
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _held_fds.append(fd)
+            chosen = candidate
+            break
+        _claimed = (pid, chosen)
+        return chosen
 
 
 def run_uid() -> int:

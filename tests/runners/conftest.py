@@ -16,8 +16,8 @@ from runners.identity import SLOTS
 # wherever scripts/docker_engine.sh has an engine up (it sets ROOFLINE_REQUIRE_DOCKER=1), so an
 # image that failed to build is a failure, not a skip.
 BACKENDS = ("bwrap", "docker")
-# Slots the tests give themselves: above the range a process without $ROOFLINE_SANDBOX_SLOT takes
-# (pid % SLOTS), so a run of ours never shares its uid with another test process's runs.
+# Slots the tests give themselves: above the range a process without $ROOFLINE_SANDBOX_SLOT claims
+# (runners.identity.claimed_slot), so a run of ours never shares its uid with another process's.
 TEST_SLOTS = range(SLOTS, 2 * SLOTS)
 REQUIRED_ON_CI = ("bwrap",)
 
@@ -69,8 +69,8 @@ def unused_test_slot() -> int:
 def free_slot() -> Iterator[int]:
     """Give this test session a worker slot whose uid no process uses right now, so "no process
     of the slot uid survives" checks our runs only, and a run's RLIMIT_NPROC counts its own
-    processes only. Drawn from TEST_SLOTS, which no process without an explicit slot (pid % 32:
-    another test process grading through the sandbox) can take."""
+    processes only. Drawn from TEST_SLOTS, which no process without an explicit slot (another
+    test process grading through the sandbox claims one of 0..31) can take."""
     candidates = _unused_test_slots() or list(TEST_SLOTS)
     random.shuffle(candidates)
     # A lock per slot keeps two test sessions running at once (CI and a developer, or two
