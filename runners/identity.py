@@ -70,21 +70,28 @@ def claimed_slot() -> int:
         chosen = start
         for step in range(SLOTS):
             candidate = (start + step) % SLOTS
-            try:
-                fd = os.open(os.path.join(folder, f"roofline-slot-{candidate}.lock"),
-                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            _held_fds.append(fd)
-            chosen = candidate
-            break
+            fd = try_lock(os.path.join(folder, f"roofline-slot-{candidate}.lock"))
+            if fd is not None:
+                _held_fds.append(fd)
+                chosen = candidate
+                break
         _claimed = (pid, chosen)
         return chosen
+
+
+def try_lock(path: str) -> int | None:
+    """An open fd holding an exclusive flock on `path` (made if missing), or None when another
+    open file holds it or the file cannot be opened. Closing the fd releases the lock."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def run_uid() -> int:
@@ -117,17 +124,19 @@ def count_tasks(uid: int) -> int:
     return total
 
 
+def real_uid(pid: str) -> int | None:
+    """The real uid of process `pid` (a /proc entry name), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(ln.split()[1]) for ln in fh if ln.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def processes_of_uid(uid: int) -> list[int]:
     """Host pids whose real uid is `uid`."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError, StopIteration, ValueError):
-            with open(f"/proc/{entry}/status") as fh:
-                if next(int(ln.split()[1]) for ln in fh if ln.startswith("Uid:")) == uid:
-                    found.append(int(entry))
-    return found
+    return [int(entry) for entry in os.listdir("/proc")
+            if entry.isdigit() and real_uid(entry) == uid]
 
 
 # -- spawning without exec'd helpers: this thread's own credentials ------------------------

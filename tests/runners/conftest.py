@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import fcntl
 import os
 import random
 import tempfile
@@ -9,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from runners import Backend, SandboxUnavailable, get_backend
-from runners.identity import SLOTS
+from runners.identity import SLOTS, real_uid, try_lock
 
 # Every backend the hostile suite attacks. A backend that cannot run here is skipped with its
 # reason, except bwrap on CI, which must run: the sandbox is part of what CI proves; and docker
@@ -44,14 +43,6 @@ def sandbox() -> Backend:
         pytest.skip(f"sandbox unavailable: {exc}")
 
 
-def real_uid(pid: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            return next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
-    except (OSError, StopIteration):
-        return None
-
-
 def _unused_test_slots() -> list[int]:
     """The slots of TEST_SLOTS whose uid no process uses right now."""
     from runners.identity import SLOT_UID_BASE
@@ -75,21 +66,16 @@ def free_slot() -> Iterator[int]:
     random.shuffle(candidates)
     # A lock per slot keeps two test sessions running at once (CI and a developer, or two
     # helpers) from drawing the same one.
-    lock_fd, free = -1, candidates[0]
+    lock_fd, free = None, candidates[0]
     for candidate in candidates:
-        fd = os.open(f"{tempfile.gettempdir()}/roofline-test-slot-{candidate}.lock",
-                     os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        lock_fd, free = fd, candidate
-        break
+        lock_fd = try_lock(f"{tempfile.gettempdir()}/roofline-test-slot-{candidate}.lock")
+        if lock_fd is not None:
+            free = candidate
+            break
     saved = os.environ.get("ROOFLINE_SANDBOX_SLOT")
     os.environ["ROOFLINE_SANDBOX_SLOT"] = str(free)
     yield free
-    if lock_fd >= 0:
+    if lock_fd is not None:
         os.close(lock_fd)
     if saved is None:
         os.environ.pop("ROOFLINE_SANDBOX_SLOT", None)

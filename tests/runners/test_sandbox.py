@@ -29,7 +29,7 @@ from runners.base import SandboxSetupError
 from runners.bwrap import BwrapBackend
 from runners.identity import SLOT_UID_BASE, processes_of_uid, run_uid
 from runners.sandbox_env import runtime_venv_host_path
-from tests.runners.conftest import real_uid, unused_test_slot
+from tests.runners.conftest import unused_test_slot
 
 PROJECT = str(Path(__file__).resolve().parents[2])
 MiB = 1 << 20
@@ -356,9 +356,7 @@ def test_double_fork_daemon_is_reaped(sandbox: Backend, monkeypatch: pytest.Monk
     assert result.wall_s < 3
     assert processes_with(marker) == []
     if os.geteuid() == 0:
-        slot_procs = [pid for pid in os.listdir("/proc") if pid.isdigit()
-                      and real_uid(pid) == run_uid()]
-        assert slot_procs == []
+        assert processes_of_uid(run_uid()) == []
 
 
 def test_gpu_is_refused_for_now(sandbox: Backend) -> None:
