@@ -91,10 +91,10 @@ def draw_variant(slug: str, avoid: set[str] | frozenset[str] = frozenset()) -> s
 
 def active_assignment(user: User, slug: str) -> Assignment | None:
     """The student's kept variant of the active exercise `slug` with the exercise itself, in one
-    query; None before the first visit (or for no such active exercise): then the caller looks
-    the exercise up and `assignment_for` draws the variant."""
-    return (Assignment.objects.select_related("exercise")
-            .filter(user=user, exercise__slug=slug, exercise__active=True).first())
+    query, which also says whether a mock interview may be running (`mock_unfinished`,
+    Assignment.objects.kept_for_page); None before the first visit (or for no such active
+    exercise): then the caller looks the exercise up and `assignment_for` draws the variant."""
+    return Assignment.objects.kept_for_page(user.pk, slug)
 
 
 def assignment_for(user: User, exercise: Exercise) -> Assignment:

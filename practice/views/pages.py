@@ -77,14 +77,16 @@ def exercise_page(request: HttpRequest, slug: str) -> HttpResponse:
     # After the first visit the exercise comes with the student's variant, in one query.
     kept = active_assignment(request.user, slug)  # type: ignore[arg-type]
     if kept is not None:
-        exercise, variant = kept.exercise, kept.variant
+        exercise, variant, mock_possible = kept.exercise, kept.variant, kept.mock_unfinished
     else:  # the first visit: part_context draws the variant (assignment_for)
         exercise, variant = get_object_or_404(Exercise, slug=slug, active=True), ""
+        mock_possible = True
     spec = registry.get(slug)
     # ?mode=interview holds the statement's hints back; a running mock interview always does
-    # (part_context asks for it).
+    # (part_context asks for it, unless the assignment's row said no mock is unfinished).
     ctx = part_context(request.user, exercise, spec,  # type: ignore[arg-type]
-                       request.GET.get("mode") == "interview", variant=variant)
+                       request.GET.get("mode") == "interview", variant=variant,
+                       mock_possible=mock_possible)
     return render(request, "practice/exercise.html", ctx)
 
 

@@ -147,14 +147,17 @@ def hint_context(user: User, exercise: Exercise, spec: ExerciseSpec, hint: hints
 
 
 def part_context(user: User, exercise: Exercise, spec: ExerciseSpec,
-                 interview_mode: bool = False, variant: str = "") -> dict[str, Any]:
+                 interview_mode: bool = False, variant: str = "",
+                 mock_possible: bool = True) -> dict[str, Any]:
     """The exercise page. Interview mode (asked for, or always while a mock interview that holds
     this exercise runs) holds the statement's hints back as buttons (only this user's reveals
     show); practice mode shows the whole statement and records nothing. `variant`: the
-    student's, when the caller has it (else it is read, or drawn on a first visit)."""
+    student's, when the caller has it (else it is read, or drawn on a first visit).
+    `mock_possible=False`: the caller read, in the same statement as the variant, that the
+    student has no mock interview unfinished (Assignment.objects.kept_for_page)."""
     # The running mock, looked up once for the page: it sets the mode, hides the solutions
     # (interview.solutions_hidden_for's rule) and draws the banner.
-    mock = interview.running_mock_for(user, exercise)
+    mock = interview.running_mock_for(user, exercise) if mock_possible else None
     interview_mode = interview_mode or mock is not None
     variant = variant or assignment_for(user, exercise).variant
     statement, preamble, sections = _sections(spec, variant)

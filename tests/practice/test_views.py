@@ -201,6 +201,76 @@ def test_the_exercise_page_reads_the_same_queries_however_many_parts_it_has(
     assert len(set(counts.values())) == 1, counts
 
 
+def test_the_page_reads_the_kept_variant_with_its_exercise_as_the_orm_would(alice: User) -> None:
+    """Assignment.objects.kept_for_page, the page's one statement for the student's variant:
+    every field of both rows converted as the ORM converts it (a UUID, a JSON list, an aware
+    time, a boolean, on SQLite as on PostgreSQL), and None where the ORM finds nothing."""
+    from practice.models import Assignment
+
+    exercise = Exercise.objects.get(slug="kv_transfer_disagg")
+    mine = assignment_for(alice, exercise)
+    bob = User.objects.create_user("bob", password="pw-bob-12345")
+    assignment_for(bob, exercise)
+    kept = Assignment.objects.kept_for_page(alice.pk, exercise.slug)
+    assert kept is not None
+
+    def fields(row: Assignment | Exercise) -> dict[str, object]:
+        return {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields}
+
+    assert fields(kept) == fields(Assignment.objects.get(pk=mine.pk))
+    assert fields(kept.exercise) == fields(exercise)
+    assert isinstance(kept.exercise.parts, list) and kept.exercise.parts
+    assert kept.exercise.synced_at.tzinfo is not None and kept.exercise.active is True
+    other = Exercise.objects.exclude(pk=exercise.pk).first()
+    assert other is not None
+    assert Assignment.objects.kept_for_page(alice.pk, other.slug) is None  # not visited yet
+    assert Assignment.objects.kept_for_page(alice.pk, "no_such_exercise") is None
+    Exercise.objects.filter(pk=exercise.pk).update(active=False)
+    assert Assignment.objects.kept_for_page(alice.pk, exercise.slug) is None
+
+
+def test_the_page_looks_for_a_running_mock_only_when_one_is_unfinished(client: Client,
+                                                                       alice: User) -> None:
+    """kept_for_page says whether the student has a mock not recorded as ended; the page asks
+    for the running mock (interview.running_mock) only then. Another student's mock does not
+    count; a finished one does not either; one whose clock ran out before anyone recorded its
+    end does, and the page then reads it and finds it over (solutions shown)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from practice.actions.mock_interviews import finish_mock_interview, start_mock_interview
+    from practice.models import Assignment, MockInterview
+
+    slug = "kv_transfer_disagg"
+    client.get(f"/ex/{slug}/")  # the assignment is made on the first visit
+
+    def unfinished() -> bool:
+        kept = Assignment.objects.kept_for_page(alice.pk, slug)
+        assert kept is not None
+        return kept.mock_unfinished
+
+    def mock_looked_up() -> bool:
+        with CaptureQueriesContext(connection) as q:
+            assert client.get(f"/ex/{slug}/").status_code == 200
+        # The page's own statement names the table too, inside its EXISTS.
+        return any('"practice_mockinterview"' in x["sql"] and "EXISTS" not in x["sql"]
+                   for x in q.captured_queries)
+
+    assert not unfinished() and not mock_looked_up()
+    bob = User.objects.create_user("bob", password="pw-bob-12345")
+    start_mock_interview(bob)
+    assert not unfinished() and not mock_looked_up()
+    mock = start_mock_interview(alice)
+    assert unfinished() and mock_looked_up()
+    finish_mock_interview(mock)
+    assert not unfinished() and not mock_looked_up()
+    late = start_mock_interview(alice)
+    MockInterview.objects.filter(pk=late.pk).update(
+        started_at=timezone.now() - timedelta(hours=2))
+    assert unfinished() and mock_looked_up()
+    assert "mock-banner" not in client.get(f"/ex/{slug}/").content.decode()
+
+
 def test_each_part_shows_its_newest_answer_in_the_page_variant(alice: User) -> None:
     """Submission.objects.latest_per_part, the page's one query for every part's latest: the
     newest queued_at wins, the higher id breaks a tie, and neither another variant's answer nor
