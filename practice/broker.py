@@ -18,19 +18,27 @@ worker as "unrecoverable" and nothing is graded until someone restarts it
   empty file died on the JSON error); a message that still cannot be decoded is dropped with a
   warning, and its row, still `queued`, is re-sent by the sweeper.
 
+And a worker takes its next message as soon as it has finished the last one. It holds one
+message at a time (acks late, prefetch 1), so a finished grade's acknowledgement is what lets it
+fetch again; kombu's loop only looked at the folder again after its polling interval (0.1 s)
+had run out, half of it on average: a sixth of a 0.3 s grade's time idle with the queue full.
+The acknowledgement (made on the pool's result thread) now ends that wait at once; an idle
+worker still reads the folder once per interval, no more often than before.
+
 practice/celery.py imports this module, which points the `filesystem://` URL at it.
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from queue import Empty
 from time import monotonic
 from typing import Any
 
 from kombu.exceptions import ChannelError
-from kombu.transport import TRANSPORT_ALIASES, filesystem
+from kombu.transport import TRANSPORT_ALIASES, filesystem, virtual
 from kombu.utils.json import dumps
 
 logger = logging.getLogger(__name__)
@@ -39,7 +47,22 @@ logger = logging.getLogger(__name__)
 _MAX_SKIPPED_PER_POLL = 100
 
 
+class QoS(virtual.QoS):
+    """kombu's prefetch bookkeeping, which also wakes the transport's wait when a message it
+    holds is done with (acknowledged, or rejected): there is room to fetch the next."""
+
+    def ack(self, delivery_tag: Any) -> None:
+        super().ack(delivery_tag)
+        self.channel.connection.room_made.set()
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        super().reject(delivery_tag, requeue=requeue)
+        self.channel.connection.room_made.set()
+
+
 class Channel(filesystem.Channel):
+    QoS = QoS
+
     def _make_folders(self) -> None:
         for folder in (self.data_folder_in, self.data_folder_out, self.control_folder):
             os.makedirs(folder, exist_ok=True)
@@ -105,6 +128,32 @@ class Channel(filesystem.Channel):
 class Transport(filesystem.Transport):
     Channel = Channel
     connection_errors = (*filesystem.Transport.connection_errors, OSError)
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        # Set by QoS when a held message is done with; ends drain_events' wait between polls.
+        self.room_made = threading.Event()
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        """Deliver one message, polling the folders until one comes or `timeout` runs out
+        (TimeoutError, which socket.timeout, kombu's, is). Between polls it waits the polling
+        interval, or less: until this worker finishes a message it holds (the module's
+        docstring says why)."""
+        started = monotonic()
+        while True:
+            # Cleared before the poll: an acknowledgement during the poll still ends the wait.
+            self.room_made.clear()
+            try:
+                self.cycle.get(self._deliver, timeout=timeout)
+                return
+            except Empty:
+                waited = monotonic() - started
+                if timeout is not None and waited >= timeout:
+                    raise TimeoutError() from None
+            pause = self.polling_interval or 0.0
+            if timeout is not None:
+                pause = min(pause, timeout - waited)
+            self.room_made.wait(pause)
 
 
 TRANSPORT_ALIASES["filesystem"] = "practice.broker:Transport"

@@ -70,3 +70,69 @@ def test_a_lost_queue_folder_is_made_again(tmp_path: Path) -> None:
         ch._get(QUEUE)
     ch._put(QUEUE, {"i": 1})
     assert ch._get(QUEUE) == {"i": 1}
+
+
+def _connection(root: Path, polling_interval: float) -> Connection:
+    folder = str(root / "queue")
+    os.makedirs(folder, exist_ok=True)
+    return Connection("filesystem://", transport_options={
+        "data_folder_in": folder, "data_folder_out": folder,
+        "control_folder": str(root / "control"), "polling_interval": polling_interval})
+
+
+def test_a_consumer_polls_again_as_soon_as_it_is_done_with_the_message_it_holds(
+        tmp_path: Path) -> None:
+    """A worker holds one message (prefetch 1, acks late): the acknowledgement, made on
+    another thread (the pool's), ends the transport's wait between polls, so the next message
+    is fetched then and not when a polling interval (60 s here) runs out."""
+    from kombu import Exchange, Queue
+
+    exchange = Exchange(QUEUE, type="direct")
+    queue = Queue(QUEUE, exchange, routing_key=QUEUE)
+    held: list[tuple[dict[str, int], object]] = []
+    with _connection(tmp_path, polling_interval=60) as conn:
+        producer = conn.Producer()
+        for i in (1, 2):
+            producer.publish({"i": i}, exchange=exchange, routing_key=QUEUE, declare=[queue])
+        with conn.Consumer(queue, callbacks=[lambda body, msg: held.append((body, msg))],
+                           prefetch_count=1):
+            conn.drain_events(timeout=20)
+            assert [body["i"] for body, _ in held] == [1]
+            room_made = conn.transport.room_made
+            waits: list[bool] = []
+            wait = room_made.wait
+
+            def wait_acking_first(pause: float) -> bool:
+                if not waits:  # the held message's task ends: acked from the pool's thread
+                    acker = threading.Thread(target=held[0][1].ack)  # type: ignore[attr-defined]
+                    acker.start()
+                    acker.join()
+                waits.append(wait(pause))
+                return waits[-1]
+
+            room_made.wait = wait_acking_first  # type: ignore[method-assign]
+            conn.drain_events(timeout=20)  # without the wake-up: TimeoutError after 20 s
+    assert [body["i"] for body, _ in held] == [1, 2]
+    assert waits == [True]  # woken by the acknowledgement, not by the end of a pause
+
+
+def test_an_idle_consumer_reads_the_folder_once_per_polling_interval(tmp_path: Path) -> None:
+    """Nothing to fetch and nothing held: the wait between polls is the whole interval (the
+    wake-up above must not turn an idle worker into a busy loop)."""
+    from kombu import Exchange, Queue
+
+    queue = Queue(QUEUE, Exchange(QUEUE, type="direct"), routing_key=QUEUE)
+    with _connection(tmp_path, polling_interval=0.1) as conn:
+        with conn.Consumer(queue, callbacks=[lambda body, msg: None], prefetch_count=1):
+            polls = 0
+            get = conn.transport.cycle.get
+
+            def counted(*args: object, **kwargs: object) -> None:
+                nonlocal polls
+                polls += 1
+                get(*args, **kwargs)
+
+            conn.transport.cycle.get = counted  # type: ignore[method-assign]
+            with pytest.raises(TimeoutError):
+                conn.drain_events(timeout=0.5)
+    assert 1 <= polls <= 6  # a busy loop polls thousands of times in half a second
