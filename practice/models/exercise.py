@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import Col
 from django.db.models.sql import Query
 
 from .mock import MockInterview
@@ -43,17 +43,25 @@ class Exercise(models.Model):
 
 @dataclass(frozen=True)
 class _PageStatement:
-    """AssignmentManager.kept_for_page's SQL for one database, and how a row of it becomes
-    model values: the fields in the order they are selected and each column's converters (a
-    JSON field's parse, SQLite's datetimes, UUIDs and booleans), as the ORM would apply them."""
+    """AssignmentManager.kept_for_page's SQL for one database, the fields in the order it
+    selects them, and each one's column (whose converters turn a value as the database gives it
+    into the field's: a JSON field's parse, SQLite's datetimes, UUIDs and booleans). Plain
+    data, shared by every thread; the converters are asked of each call's own connection."""
 
     sql: str
     assignment_fields: list[str]
     exercise_fields: list[str]
-    convert: Callable[[list[Any]], list[Any]]
+    columns: list[Col]
+
+    def model_values(self, connection: BaseDatabaseWrapper, alias: str,
+                     row: tuple[Any, ...]) -> list[Any]:
+        """`row` with every column converted as the ORM converts what it reads."""
+        compiler = connection.ops.compiler("SQLCompiler")(Query(Assignment), connection, alias)
+        converters = compiler.get_converters(self.columns)
+        return list(next(iter(compiler.apply_converters([list(row)], converters))))
 
 
-def _page_statement(connection: BaseDatabaseWrapper, alias: str) -> _PageStatement:
+def _page_statement(connection: BaseDatabaseWrapper) -> _PageStatement:
     q = connection.ops.quote_name
     mine, ex, mock = Assignment._meta, Exercise._meta, MockInterview._meta
     mine_fields, ex_fields = list(mine.concrete_fields), list(ex.concrete_fields)
@@ -70,19 +78,13 @@ def _page_statement(connection: BaseDatabaseWrapper, alias: str) -> _PageStateme
            f"ON e.{col(ex, 'id')} = a.{col(mine, 'exercise')} "
            f"WHERE a.{col(mine, 'user')} = %s AND e.{col(ex, 'slug')} = %s "
            f"AND e.{col(ex, 'active')}")
-    compiler = connection.ops.compiler("SQLCompiler")(Query(Assignment), connection, alias)
-    converters = compiler.get_converters(
-        [f.get_col("a") for f in mine_fields] + [f.get_col("e") for f in ex_fields])
-
-    def convert(row: list[Any]) -> list[Any]:
-        return list(next(iter(compiler.apply_converters([row], converters))))
-
-    return _PageStatement(sql, [f.attname for f in mine_fields],
-                          [f.attname for f in ex_fields], convert)
+    return _PageStatement(sql, [f.attname for f in mine_fields], [f.attname for f in ex_fields],
+                          [f.get_col("a") for f in mine_fields]
+                          + [f.get_col("e") for f in ex_fields])
 
 
 class AssignmentManager(models.Manager["Assignment"]):
-    _statements: dict[tuple[str, str], _PageStatement] = {}
+    _statements: dict[str, _PageStatement] = {}
 
     def kept_for_page(self, user_id: int, slug: str) -> Assignment | None:
         """The student's kept variant of the active exercise `slug`, with the exercise, in one
@@ -95,16 +97,15 @@ class AssignmentManager(models.Manager["Assignment"]):
         page: the ORM's form (select_related, then a second query for the mock) took ~2 ms a
         page to compile, three times what the database takes to answer both."""
         connection = connections[self.db]
-        key = (self.db, connection.vendor)
-        statement = self._statements.get(key)
+        statement = self._statements.get(connection.vendor)
         if statement is None:
-            statement = self._statements[key] = _page_statement(connection, self.db)
+            statement = self._statements[connection.vendor] = _page_statement(connection)
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, [user_id, slug])
             row = cursor.fetchone()
         if row is None:
             return None
-        values = statement.convert(list(row))
+        values = statement.model_values(connection, self.db, row)
         mine = len(statement.assignment_fields)
         exercise = Exercise.from_db(self.db, statement.exercise_fields,
                                     values[mine:mine + len(statement.exercise_fields)])
