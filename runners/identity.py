@@ -111,26 +111,27 @@ def count_tasks(uid: int) -> int:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{entry}/status") as fh:
-                real_uid = threads = -1
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        real_uid = int(line.split()[1])
-                    elif line.startswith("Threads:"):
-                        threads = int(line.split()[1])
-                if real_uid == uid:
-                    total += max(threads, 1)
+        status = _status_numbers(entry, ("Uid:", "Threads:"))
+        if status is not None and status.get("Uid:") == uid:
+            total += max(status.get("Threads:", 1), 1)
     return total
+
+
+def _status_numbers(pid: str, keys: tuple[str, ...]) -> dict[str, int] | None:
+    """The first number of each line of /proc/<pid>/status that starts with one of `keys`
+    ("Uid:" gives the real uid), by key; None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return {key: int(line.split()[1]) for line in fh for key in keys
+                    if line.startswith(key)}
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def real_uid(pid: str) -> int | None:
     """The real uid of process `pid` (a /proc entry name), or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            return next(int(ln.split()[1]) for ln in fh if ln.startswith("Uid:"))
-    except (OSError, StopIteration, ValueError):
-        return None
+    status = _status_numbers(pid, ("Uid:",))
+    return None if status is None else status.get("Uid:")
 
 
 def processes_of_uid(uid: int) -> list[int]:
