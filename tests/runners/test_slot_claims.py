@@ -2,14 +2,13 @@
 own for its life, so two grading processes never run their sandboxes as one uid."""
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from runners.identity import SLOT_LOCK_DIR_ENV, SLOTS
+from runners.identity import SLOT_LOCK_DIR_ENV, SLOTS, try_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +56,8 @@ def _hold_all_but(lock_dir: Path, free: set[int]) -> list[int]:
     for n in range(SLOTS):
         if n in free:
             continue
-        fd = os.open(lock_dir / f"roofline-slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = try_lock(str(lock_dir / f"roofline-slot-{n}.lock"))
+        assert fd is not None, f"slot {n} already held"
         fds.append(fd)
     return fds
 
@@ -106,11 +105,11 @@ def test_a_slot_is_free_again_once_its_process_has_ended(tmp_path: Path) -> None
     first = _holder(tmp_path)
     taken = _read_slots(first, 1)[0]
     _release(first)
-    fd = os.open(tmp_path / f"roofline-slot-{taken}.lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the lock had outlived it
-    finally:
-        os.close(fd)
+    lock_file = tmp_path / f"roofline-slot-{taken}.lock"
+    assert lock_file.exists()  # the process did lock it
+    fd = try_lock(str(lock_file))
+    assert fd is not None  # None if the lock had outlived its process
+    os.close(fd)
 
 
 def test_with_every_slot_held_a_process_still_gets_one(tmp_path: Path) -> None:
