@@ -188,17 +188,26 @@ def with_aging(tokens_per_s: float) -> Order:
 # The engine
 
 
-@dataclass
+# Identity equality (eq=False): the queues' `in` and `remove` compare states at every step,
+# and each state is one request (its index is unique), so field-by-field equality said the same
+# thing at several times the cost. Slots: the step loop reads these fields millions of times.
+@dataclass(eq=False, slots=True)
 class _State:
     req: Request
     index: int  # arrival order, the tie-break everywhere
     computed: int = 0
     generated: int = 0
     blocks: int = 0
+    prompt: int = field(init=False)  # req.prompt, read at every step
+    output: int = field(init=False)  # req.output
+
+    def __post_init__(self) -> None:
+        self.prompt = self.req.prompt
+        self.output = self.req.output
 
     @property
     def needed(self) -> int:
-        return self.req.prompt + self.generated - self.computed
+        return self.prompt + self.generated - self.computed
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -229,32 +238,44 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
             raise SimulationError(f"{s.req.rid}: needs more KV blocks than the pool holds")
     traces = {s.req.rid: RequestTrace(s.req.rid, s.req.arrival, s.req.prompt, s.req.output)
               for s in states}
-    pending = list(states)  # not yet arrived, by arrival
+    pending = states  # not yet arrived, by arrival; the next is pending[arrived]
+    arrived = 0
     waiting: list[_State] = []
     running: list[_State] = []
     free = config.kv_blocks or math.inf
     steps: list[Step] = []
     now = 0.0
+    # The loop below runs once per engine step (tens of thousands per evidence timeline, made
+    # while a student waits for the page): the config's fields are read into locals and a
+    # request's tokens to compute (_State.needed) and chunk (_chunk) are written out inline.
+    budget_per_step, max_seqs = config.token_budget, config.max_seqs
+    block_size, chunked = config.block_size, config.chunked_prefill
+    cap = config.long_prefill_cap
+    grows = config.admission == "current_length"
 
-    while pending or waiting or running:
-        while pending and pending[0].req.arrival <= now:
-            waiting.append(pending.pop(0))
+    while arrived < len(pending) or waiting or running:
+        while arrived < len(pending) and pending[arrived].req.arrival <= now:
+            waiting.append(pending[arrived])
+            arrived += 1
         if not waiting and not running:
-            now = pending[0].req.arrival
+            now = pending[arrived].req.arrival
             continue
         if len(steps) >= max_steps:
             raise SimulationError(f"more than {max_steps} steps")
 
-        budget = config.token_budget
+        budget = budget_per_step
         scheduled: list[tuple[_State, int]] = []
         preempted: list[_State] = []
         # 1. Running requests first, in admission order.
         i = 0
         while i < len(running) and budget > 0:
             s = running[i]
-            n = _chunk(s, budget, config)
-            if config.admission == "current_length":
-                need = blocks_for(s.computed + n, config.block_size) - s.blocks
+            needed = s.prompt + s.generated - s.computed
+            n = needed if needed < budget else budget
+            if cap and needed > 1 and cap < n:
+                n = cap
+            if grows:
+                need = -(-(s.computed + n) // block_size) - s.blocks
                 while need > free:
                     victim = running.pop()
                     free += victim.blocks
@@ -264,7 +285,7 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
                     traces[victim.req.rid].preemptions += 1
                     if victim is s:
                         break
-                if s in preempted:
+                if preempted and s is preempted[-1]:
                     break
                 free -= need
                 s.blocks += need
@@ -280,19 +301,23 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
             view = [_view(w, now) for w in waiting]
             ids = list(order(view, now))
             by_id = {w.req.rid: w for w in waiting}
-            if sorted(map(str, ids)) != sorted(by_id):
+            # A permutation of the waiting ids: as many, and the same set (ids are unique).
+            if len(ids) != len(by_id) or set(map(str, ids)) != by_id.keys():
                 raise SimulationError("the policy must return each waiting id exactly once")
             for rid in ids:
                 s = by_id[rid]
-                if budget <= 0 or len(running) >= config.max_seqs:
+                if budget <= 0 or len(running) >= max_seqs:
                     break
-                if not config.chunked_prefill and s.needed > budget:
+                needed = s.prompt + s.generated - s.computed
+                if not chunked and needed > budget:
                     break
-                n = _chunk(s, budget, config)
-                if config.admission == "reserve_max":
-                    need = blocks_for(_peak_tokens(s.req, config), config.block_size)
+                n = needed if needed < budget else budget
+                if cap and needed > 1 and cap < n:
+                    n = cap
+                if grows:
+                    need = -(-(s.computed + n) // block_size)
                 else:
-                    need = blocks_for(s.computed + n, config.block_size)
+                    need = blocks_for(_peak_tokens(s.req, config), block_size)
                 if need > free:
                     break
                 free -= need
@@ -309,16 +334,24 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
         if not scheduled:
             raise SimulationError("no request could be scheduled: the pool or the budget is too "
                                   "small for the request at the head of the queue")
-        chunks = [(s.computed, n) for s, n in scheduled if s.needed > 1 or s.generated == 0]
-        decodes = [s.computed for s, n in scheduled if not (s.needed > 1 or s.generated == 0)]
+        # A scheduled request still prefilling (more than one token to compute, or none sampled
+        # yet) is a chunk; the rest are decodes.
+        chunks: list[tuple[int, int]] = []
+        decodes: list[int] = []
+        for s, n in scheduled:
+            if s.prompt + s.generated - s.computed > 1 or s.generated == 0:
+                chunks.append((s.computed, n))
+            else:
+                decodes.append(s.computed)
         duration = cost.step_time(chunks, decodes)
         end = now + duration
         for s, n in scheduled:
             s.computed += n
-            if s.needed == 0:  # caught up: sample a token at the end of the step
+            if s.prompt + s.generated == s.computed:  # caught up: sample at the step's end
                 s.generated += 1
                 traces[s.req.rid].token_times.append(end)
-        for s in [s for s in running if s.generated >= s.req.output]:
+        finished = [s for s in running if s.generated >= s.output]
+        for s in finished:
             running.remove(s)
             free += s.blocks
             s.blocks = 0
