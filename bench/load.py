@@ -64,6 +64,7 @@ from load_report import (  # noqa: E402
     drain,
     grade_rate_report,
     latency_table,
+    slowest,
     submission_report,
     timeline,
 )
@@ -277,6 +278,7 @@ def main() -> int:
               f"run or later):")
         print("\n".join(latency_table(stats.since(settled), order)[1:]))
         print("\n".join(timeline(stats, "exercise page", load_start)))
+        print("\n".join(slowest(stats, "exercise page", load_start, settled)))
         lines, bad_rows = submission_report(stats, prefix, load_s)
         print("\n".join(lines))
         if bad_rows:

@@ -73,6 +73,24 @@ def timeline(stats: Stats, kind: str, start: float, window_s: float = 5.0) -> li
     return rows
 
 
+def slowest(stats: Stats, kind: str, start: float, settled: float, count: int = 5
+            ) -> list[str]:
+    """`kind`'s `count` slowest requests sent at `settled` or later: their path, when each was
+    sent (seconds from `start`), and how many requests of the same path the run had sent before
+    it (0: the first, so no web worker had made that page's evidence yet)."""
+    seen: Counter[str] = Counter()
+    rows: list[tuple[float, float, str, int]] = []
+    for at, latency, path in sorted(zip(stats.sent_at[kind], stats.latency[kind],
+                                        stats.paths[kind], strict=True)):
+        if at >= settled:
+            rows.append((latency * 1000, at - start, path, seen[path]))
+        seen[path] += 1
+    out = [f"  slowest {kind}s after the logins (ms, sent at, path, earlier requests of it):"]
+    out += [f"    {ms:6.0f}  {at:5.1f} s  {path}  {before}"
+            for ms, at, path, before in sorted(rows, reverse=True)[:count]]
+    return out
+
+
 def submission_report(stats: Stats, prefix: str, load_s: float) -> tuple[list[str], int]:
     """Figures from the rows themselves: graded per second, phases, errors, score checks; and
     how many rows scored other than the selftest says."""

@@ -98,6 +98,8 @@ class Stats:
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     # when each timed request was sent (time.monotonic()), beside its latency
     sent_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # and its path, to name the slow ones
+    paths: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     failures: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     refused: Counter[str] = field(default_factory=Counter)
     submitted: dict[int, Case] = field(default_factory=dict)
@@ -115,6 +117,7 @@ class Stats:
             return None
         self.latency[kind].append(time.perf_counter() - t0)
         self.sent_at[kind].append(sent)
+        self.paths[kind].append(url)
         if r.status_code not in ok:
             self.failures[kind][f"HTTP {r.status_code}"] += 1
             return None
@@ -124,10 +127,12 @@ class Stats:
         """The latencies of the requests sent at `moment` or later (failures not kept)."""
         out = Stats()
         for kind, values in self.latency.items():
-            for sent, value in zip(self.sent_at[kind], values, strict=True):
+            for sent, value, path in zip(self.sent_at[kind], values, self.paths[kind],
+                                         strict=True):
                 if sent >= moment:
                     out.latency[kind].append(value)
                     out.sent_at[kind].append(sent)
+                    out.paths[kind].append(path)
         return out
 
     def failed_requests(self) -> int:
