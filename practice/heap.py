@@ -34,9 +34,14 @@ class HeapSettler:
     def __call__(self, **kwargs: Any) -> None:
         self.served += 1
         if self.served in self.at:
-            gc.collect()
-            gc.freeze()
+            settle_heap()
             self.frozen += 1
+
+
+def settle_heap() -> None:
+    """One full collection, then what survives it frozen: later collections skip it."""
+    gc.collect()
+    gc.freeze()
 
 
 def settle_grading_heap() -> None:

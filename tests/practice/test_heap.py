@@ -32,31 +32,41 @@ def test_the_heap_is_settled_at_the_given_request_counts_and_no_others() -> None
         gc.unfreeze()  # this test process keeps its heap as it was
 
 
-# The web server imports practice.wsgi; a finished request then reaches the settler. Run in a
-# process of its own so that this test run's heap is never frozen.
+# The web server imports practice.wsgi: it warms the process (practice.warm) and settles the
+# heap at once, and a finished request then reaches the settler. Run in a process of its own
+# so that this test run's heap is never frozen.
 PROBE = textwrap.dedent("""
     import gc, sys
     sys.path.insert(0, {root!r})
     from django.core.signals import request_finished
     import practice.wsgi
-    print("frozen-before", gc.get_freeze_count())
+    from exercises import registry
+    print("views-imported", "practice.views.pages" in sys.modules)
+    print("registry-loaded", registry.load_all.cache_info().currsize)
+    print("frozen-at-start", gc.get_freeze_count())
+    kept = [[i] for i in range(1000)]  # made by the first request, alive after it
     request_finished.send(sender=None)
     print("frozen-after", gc.get_freeze_count())
+    kept2 = [[i] for i in range(1000)]  # made by the second, which is not a settling point
     request_finished.send(sender=None)
     print("frozen-later", gc.get_freeze_count())
 """)
 
 
-def test_the_wsgi_application_settles_its_heap_after_its_first_request() -> None:
+def test_the_wsgi_application_starts_warm_and_settles_its_heap_after_its_first_request(
+        ) -> None:
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(root=str(ROOT))], capture_output=True, text=True,
         timeout=120, check=True, cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "practice.settings.test"}).stdout
-    counts = dict(line.split() for line in out.splitlines() if line.startswith("frozen-"))
-    assert int(counts["frozen-before"]) == 0
-    assert int(counts["frozen-after"]) > 0
-    # The second request is not one of the points: nothing more is frozen.
-    assert counts["frozen-later"] == counts["frozen-after"]
+    seen = dict(line.split() for line in out.splitlines() if " " in line)
+    # Loaded before any request: the URLconf's view modules and every exercise.
+    assert seen["views-imported"] == "True"
+    assert seen["registry-loaded"] == "1"
+    assert int(seen["frozen-at-start"]) > 0
+    # The first request's survivors are frozen too; the second request's are not.
+    assert int(seen["frozen-after"]) >= int(seen["frozen-at-start"]) + 1000  # the lists
+    assert seen["frozen-later"] == seen["frozen-after"]
 
 
 # A grading child as practice.celery starts it: its heap settled, then a grade's worth of
