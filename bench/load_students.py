@@ -231,6 +231,10 @@ async def student(i: int, n: int, base: str, username: str, password: str,
             if rng.random() < 0.5:
                 await stats.call(client, "catalog", "GET", "/")
                 await think(0.5)
+                # A think cut short by the end of the run wakes every such student at once:
+                # their next requests would be a burst of the bench's own making.
+                if time.monotonic() >= stop_at:
+                    break
             first = rng.choice(pool[rng.choices(kinds, weights)[0]])
             await stats.call(client, "exercise page", "GET", f"/ex/{first.slug}/")
             await think()
