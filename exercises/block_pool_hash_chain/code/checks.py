@@ -189,7 +189,7 @@ def _edge_cases() -> list[Case]:
 @st.composite
 def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
     """A random script over the token alphabet {1, 2} (or {1, 2, 3}), so equal blocks and hash
-    collisions abound. Every integer drawn is below 100 (see Q41's checks on why)."""
+    collisions abound."""
     ref = _reference()
     B = draw(checkkit.sampled_from((1, 2, 2, 3, 4)))
     N = draw(checkkit.integers(3, 12))

@@ -157,9 +157,7 @@ def _edge_cases() -> list[Case]:
 
 @st.composite
 def _random_case(draw: st.DrawFn) -> tuple[int, int, str, list[list[Any]]]:
-    """A random script over a small token alphabet, so prefixes repeat and hits happen. Every
-    integer drawn is below 100 (see Q41's checks: Hypothesis mixes literals >= 100 from loaded
-    source into its draws, which would make the cases differ between processes)."""
+    """A random script over a small token alphabet, so prefixes repeat and hits happen."""
     ref = _reference()
     B = draw(checkkit.sampled_from((1, 2, 4, 16)))
     max_blocks = {1: 12, 2: 10, 4: 8, 16: 12}[B]  # prompts up to 207 tokens

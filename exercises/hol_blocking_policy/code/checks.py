@@ -139,9 +139,7 @@ EDGE_CASES: tuple[tuple[str, list[Req]], ...] = (
 
 
 def _prompt(draw: st.DrawFn, long: bool) -> tuple[int, int]:
-    """A prompt and its cached prefix. Every integer drawn stays below 100: Hypothesis mixes
-    literals >= 100 found in loaded modules into its draws, which would make the cases depend on
-    what else the process imported."""
+    """A prompt and its cached prefix, drawn as small integers and scaled."""
     if long:
         prompt = 1_024 * draw(checkkit.integers(8, 32))
         if draw(checkkit.integers(0, 3)) == 0:  # a conversation whose history is cached

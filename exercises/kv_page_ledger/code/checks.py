@@ -25,8 +25,6 @@ from graders.base import Check
 Case = dict[str, Any]
 RANDOM_CASES = 110
 RANDOM_CALLS = 60
-# Every integer Hypothesis draws stays below 100: it mixes literals >= 100 found in loaded source
-# files into its draws, and which files are loaded differs between processes (see Q41's checks).
 BLOCK_SIZES = (1, 2, 4, 8, 16)
 MODES = ("worst", "mean_end", "time_avg")
 

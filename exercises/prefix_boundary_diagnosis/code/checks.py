@@ -21,9 +21,7 @@ from graders.base import Check
 Case = dict[str, Any]
 HITS = "vllm:prefix_cache_hits_total"
 QUERIES = "vllm:prefix_cache_queries_total"
-# Every integer Hypothesis draws stays below 100 (it mixes literals >= 100 found in loaded source
-# files into its draws, and which files are loaded differs between processes), so a seed gives
-# the same cases everywhere. Counter values are scaled after drawing.
+# Counter values are drawn as small integers and scaled after drawing.
 SCALE = 1000
 N_RANDOM = {"common_prefix_len": 20, "reusable_tokens": 30, "predict_window": 70,
             "predict_capacity": 40, "counter_delta": 15, "observed_hit_rate": 20, "diagnose": 20}

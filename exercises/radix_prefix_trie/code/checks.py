@@ -31,9 +31,7 @@ Case = dict[str, Any]
 Op = list[Any]
 
 # Random scripts: a three-token alphabet forces shared prefixes and many splits; the pool is
-# small enough that starts often have to evict. Every integer Hypothesis draws stays below 100
-# (it mixes literals >= 100 found in loaded source files into its draws, and which files are
-# loaded differs between processes; below 100 a seed gives the same cases everywhere).
+# small enough that starts often have to evict.
 ALPHABET = (1, 2, 3)
 RANDOM_CASES = 170
 MAX_OPS = 18

@@ -136,9 +136,7 @@ def _random_case(draw: st.DrawFn) -> dict[str, Any]:
 def _random_inputs(seed: int, n: int) -> tuple[str, ...]:
     """n Hypothesis draws for this seed, as JSON strings (hashable, copied on every use).
 
-    Only sampled_from and integers below 100 are drawn: Hypothesis mixes literals of 100 and more
-    found in loaded source files into integer draws, and which files are loaded differs between
-    the worker, the CLI and the tests."""
+    The same cases in every process (graders.checkkit.draw)."""
     return tuple(json.dumps(case) for case in checkkit.draw(_random_case(), seed, n))
 
 

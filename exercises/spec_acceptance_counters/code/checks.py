@@ -24,10 +24,7 @@ START = 1_717_000_000.0  # process start time of the first process in a generate
 RESTARTED = 1_717_086_400.0  # ... and of the process after a restart (one day later)
 RANDOM_SERIES = 110
 RANDOM_STEPS = 40
-# Every integer Hypothesis draws stays below 100 and is scaled here: Hypothesis mixes literals
-# >= 100 found in loaded source files into its draws, and which files are loaded differs between
-# the worker, the CLI and the tests (see the stop-strings exercise). Small draws keep a seed's
-# cases identical in every process.
+# Counters are drawn as small integers and scaled here.
 SCALE = 100
 REL_TOL = 1e-9
 

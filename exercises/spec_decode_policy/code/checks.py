@@ -160,10 +160,7 @@ def _edge_cases() -> list[Case]:
 
 
 # ---------------------------------------------------------------- Hypothesis draws
-# Every integer drawn stays below 100 and no float strategy is used: Hypothesis mixes literals
-# found in loaded source files into its draws, and which files are loaded differs between the
-# worker, the CLI and the tests (see stop_strings_stream/code/checks.py). Values are built from
-# small integers and fixed tuples instead.
+# Values are built from small integers and fixed tuples (no float strategy).
 
 ALPHAS = tuple(i / 20 for i in range(21))  # 0.0, 0.05, ..., 1.0
 KNEES = (64, 128, 192, 256, 384, 512)

@@ -33,10 +33,9 @@ ALPHABET: tuple[str, ...] = ("a", "b", "#", "#", " ", "\n", "x", "€", "é", "�
 # continuation byte, a truncated emoji.
 INVALID_BYTES: tuple[bytes, ...] = (b"\xff", b"\xe2\x82", b"\x80", b"\xf0\x9f")
 RANDOM_CASES = 240
-# At most 20 characters of 4 bytes plus two 2-byte injections: every integer Hypothesis draws stays
-# below 100. Hypothesis mixes literals >= 100 found in the loaded source files into its draws (its
-# "local constants"), and which files are loaded differs between the worker, the CLI and the tests;
-# below 100 none of them can land, so a seed gives the same cases in every process.
+# At most 20 characters of 4 bytes plus two 2-byte injections. A seed gives the same cases in every
+# process: graders.checkkit.draw leaves out the literals Hypothesis would collect from the loaded
+# source files (its "local constants"), which differ between the worker, the CLI and the tests.
 MAX_CHARS = 20
 
 Case = dict[str, Any]
