@@ -246,8 +246,8 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
     steps: list[Step] = []
     now = 0.0
     # The loop below runs once per engine step (tens of thousands per evidence timeline, made
-    # while a student waits for the page): the config's fields are read into locals and a
-    # request's tokens to compute (_State.needed) and chunk (_chunk) are written out inline.
+    # while a student waits for the page): the config's fields are read into locals, and a
+    # request's tokens to compute (_State.needed) are written out inline.
     budget_per_step, max_seqs = config.token_budget, config.max_seqs
     block_size, chunked = config.block_size, config.chunked_prefill
     cap = config.long_prefill_cap
@@ -270,12 +270,9 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
         i = 0
         while i < len(running) and budget > 0:
             s = running[i]
-            needed = s.prompt + s.generated - s.computed
-            n = needed if needed < budget else budget
-            if cap and needed > 1 and cap < n:
-                n = cap
+            n = _chunk(s.prompt + s.generated - s.computed, budget, cap)
             if grows:
-                need = -(-(s.computed + n) // block_size) - s.blocks
+                need = blocks_for(s.computed + n, block_size) - s.blocks
                 while need > free:
                     victim = running.pop()
                     free += victim.blocks
@@ -311,11 +308,9 @@ def simulate(requests: Sequence[Request], config: EngineConfig, cost: StepCost,
                 needed = s.prompt + s.generated - s.computed
                 if not chunked and needed > budget:
                     break
-                n = needed if needed < budget else budget
-                if cap and needed > 1 and cap < n:
-                    n = cap
+                n = _chunk(needed, budget, cap)
                 if grows:
-                    need = -(-(s.computed + n) // block_size)
+                    need = blocks_for(s.computed + n, block_size)
                 else:
                     need = blocks_for(_peak_tokens(s.req, config), block_size)
                 if need > free:
@@ -372,10 +367,12 @@ def _peak_tokens(req: Request, config: EngineConfig) -> int:
     return req.prompt + req.output - 1
 
 
-def _chunk(s: _State, budget: int, config: EngineConfig) -> int:
-    n = min(s.needed, budget)
-    if config.long_prefill_cap and s.needed > 1:
-        n = min(n, config.long_prefill_cap)
+def _chunk(needed: int, budget: int, cap: int) -> int:
+    """Tokens a request computes this step: what it needs, within the budget left, and within
+    the per-request prefill cap (0 = none) while it is still prefilling."""
+    n = needed if needed < budget else budget
+    if cap and needed > 1 and cap < n:
+        n = cap
     return n
 
 
