@@ -6,10 +6,11 @@ hundreds of thousands of objects that live as long as the process. Python's full
 2) collection scans all of them each time it runs, and it runs in the middle of whatever
 request happens to allocate past the threshold: measured in bench/load.py at 50 students, 30 to
 200 ms each, a few times a minute per worker, which is most of the exercise page's slowest
-percentile. After a few points in the worker's life (requests 1, 16, 256 and 4096: start-up,
-then the catalog and the pages rendered as the class arrives) one full collection runs as a
-request finishes and what survives it is frozen: later full collections scan only what was
-made since. Only those few points pay a collection, so the frozen leftovers of the request in
+percentile. The worker settles its heap once as it starts (practice.warm: the registry and the
+URLconf, loaded then), and again after a few requests (1, 16, 256 and 4096: what the first
+request loads lazily, then the catalog and the pages rendered as the class arrives): one full
+collection runs as the request finishes and what survives it is frozen, so later full
+collections scan only what was made since. Only those few points pay a collection, so the frozen leftovers of the request in
 hand at each (its cycles are kept forever) stay a bounded few."""
 from __future__ import annotations
 
