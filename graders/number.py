@@ -378,6 +378,8 @@ def grade(part: PartSpec, answer_text: str, ctx: GradeContext) -> GradeResult:
     if not compatible(unit, target):  # pragma: no cover - read_answer only returns fitting units
         raise InvalidAnswer(_kind_message(unit, target))
     x = got.value * conversion_factor(unit, target)
+    if not math.isfinite(x):  # finite as typed, past a float once in this part's unit
+        raise InvalidAnswer(f"That number is too large in {target.text or 'this part'}.")
     tol = Tolerance.of(part)
     sig = _significant_digits(part)
     echo = _echo(got, x, target, sig)
@@ -576,7 +578,7 @@ def _unit_slip(got: ReadNumber, ref: float, target: ParsedUnit) -> list[_Slip]:
 def _power_of_ten_slip(x: float, ref: float, target: ParsedUnit) -> list[_Slip]:
     if ref == 0 or x == 0:
         return []
-    k = round(math.log10(abs(x / ref)))
+    k = round(math.log10(abs(x)) - math.log10(abs(ref)))  # x / ref itself can overflow
     if k == 0 or abs(k) > MAX_POWER_OF_TEN:
         return []
     size = "too large" if k > 0 else "too small"

@@ -309,6 +309,7 @@ def test_rates_and_money() -> None:
         ("2.68 gb", "Did you mean GB?"),
         ("2.68 parsecs", "Unknown unit"),
         ("1e999", "too large"),
+        ("1.7976931348623157e+308 GiB", "too large in GB"),  # a float as typed, not in GB
         ("2.68\x00", "control"),
         ("2.68\u202e", "control"),
         ("2.68\u200b GB", "invisible"),
@@ -587,3 +588,9 @@ def test_an_exact_count_is_never_rounded() -> None:
     ctx = GradeContext(reference=Quantity(26389, ""))
     assert number.grade(part, "26,389", ctx).verdict == "correct"
     assert number.grade(part, "26,000", ctx).verdict == "incorrect"
+
+
+def test_power_of_ten_hint_survives_a_ratio_past_a_float() -> None:
+    """1e300 / 1e-10 overflows: the hint compares logarithms, and the answer is plain wrong."""
+    result = grade("1e300", Quantity(1e-10, ""), unit="")
+    assert result.verdict == "incorrect"

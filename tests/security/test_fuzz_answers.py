@@ -55,6 +55,9 @@ CORE = {
     "NUL and binary": "1\x00" + bytes(range(256)).decode("latin-1"),
     "nested tower": "(" * 60 + "^".join(["2"] * 120) + ")" * 60,
     "1e999999": "1e999999 GB",
+    # The largest float as typed, past a float once converted into the part's unit.
+    "max float in TiB": "1.7976931348623157e308 TiB",
+    "tiny float": "-5e-324 KiB",
 }
 
 NASTY = {
