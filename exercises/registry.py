@@ -361,6 +361,19 @@ def get(slug: str) -> ExerciseSpec:
         raise KeyError(f"no exercise {slug!r}") from None
 
 
+def load_one(slug: str) -> ExerciseSpec:
+    """The exercise `get(slug)` returns, without loading the other 48: for a command that shows
+    or grades one exercise in a process of its own (tools run `manage.py grade` hundreds of
+    times). A slug is its folder's name. What only the whole set can check (a uuid used by two
+    folders) stays load_all's, which the site, the tests and `selftest` run."""
+    if load_all.cache_info().currsize:
+        return get(slug)
+    folder = EXERCISES_DIR / slug
+    if not SLUG_RE.match(slug) or not (folder / "exercise.toml").is_file():
+        raise KeyError(f"no exercise {slug!r}")
+    return load(folder)
+
+
 # --- variants -------------------------------------------------------------------------------
 
 CANONICAL_VARIANT = "canonical"

@@ -91,3 +91,12 @@ def test_a_hostile_formula_is_invalid_and_runs_nothing(tmp_path: Path) -> None:
 
 def test_selftest_exits_nonzero_on_an_unknown_slug() -> None:
     assert manage("selftest", "no_such_exercise").returncode != 0
+
+
+@pytest.mark.parametrize("slug", ["no_such_exercise", "_template", "../exercises", "README.md"])
+def test_grade_and_show_name_a_slug_that_is_no_exercise(slug: str) -> None:
+    """`grade` and `show` load only the exercise named (registry.load_one): a folder that is not
+    one (the template, a path, a file) is refused like an unknown slug."""
+    for args in (("grade", slug, "p", "--answer", "1"), ("exercises", "show", slug)):
+        out = manage(*args)
+        assert out.returncode != 0 and f"no exercise {slug!r}" in out.stderr, (args, out.stderr)

@@ -48,7 +48,7 @@ class Command(BaseCommand):
                     self.stdout.write(f"{r['seed']}  {r['slug']:<28} {r['title']}")
             return
         try:
-            spec = registry.get(opts["slug"])
+            spec = registry.load_one(opts["slug"])
             params = registry.params_for(spec, opts["variant"])
         except (KeyError, ValueError) as exc:
             raise CommandError(str(exc)) from exc

@@ -35,7 +35,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            spec = registry.get(opts["slug"])
+            spec = registry.load_one(opts["slug"])
             spec.part(opts["part"])
             params = registry.params_for(spec, opts["variant"])
         except (KeyError, ValueError) as exc:
