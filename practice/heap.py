@@ -10,8 +10,9 @@ percentile. The worker settles its heap once as it starts (practice.warm: the re
 URLconf, loaded then), and again after a few requests (1, 16, 256 and 4096: what the first
 request loads lazily, then the catalog and the pages rendered as the class arrives): one full
 collection runs as the request finishes and what survives it is frozen, so later full
-collections scan only what was made since. Only those few points pay a collection, so the frozen leftovers of the request in
-hand at each (its cycles are kept forever) stay a bounded few."""
+collections scan only what was made since. Only those few points pay a collection, so the
+frozen leftovers of the request in hand at each (its cycles are kept forever) stay a bounded
+few."""
 from __future__ import annotations
 
 import gc
