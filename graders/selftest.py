@@ -351,15 +351,14 @@ def run_all(slugs: list[str] | None = None, *, code: bool = True, jobs: int = 1)
     """Every chosen exercise's report, in the order chosen. `jobs` > 1 runs that many exercises
     at a time, each in a fresh interpreter (spawned, not forked: nothing of this process's
     threads, caches or sandbox state is shared); an unknown slug raises KeyError before any runs."""
-    specs = registry.load_all()
-    chosen = slugs or sorted(specs)
-    for slug in chosen:
-        registry.get(slug)
-    if jobs <= 1 or len(chosen) <= 1:
-        return [run(registry.get(s), code=code) for s in chosen]
+    names = slugs or sorted(registry.load_all())
+    specs = [registry.get(s) for s in names]
+    if jobs <= 1 or len(specs) <= 1:
+        return [run(spec, code=code) for spec in specs]
+    # A child gets the slug and loads the spec itself: a spec holds its module, not picklable.
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(chosen)), mp_context=spawn) as pool:
-        return list(pool.map(_run_slug, chosen, [code] * len(chosen)))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=spawn) as pool:
+        return list(pool.map(_run_slug, names, [code] * len(names)))
 
 
 def _run_slug(slug: str, code: bool) -> Report:
